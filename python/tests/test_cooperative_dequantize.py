@@ -7,7 +7,9 @@ and threadgroup memory) times a staged right operand, on the simulator,
 against numpy's own decoding of the nibbles (bit for bit: times the
 identity, the dequantized weights themselves; times random halves, an exact
 product), also with the words in fragment order (``layout="fragments"``,
-numpy packing them); clean under the sanitizer, which reports a read of
+numpy packing them) and MLX's affine weights (``"uint4"`` in
+``layout="columns"`` with ``biases``, packed by MLX's own ``mx.quantize``
+where MLX is installed); clean under the sanitizer, which reports a read of
 unstaged weights; the front end's errors for bad input, with the kernel and
 line."""
 
@@ -210,6 +212,64 @@ def test_fragment_ordered_words_decode_where_the_layout_puts_them(code, dtype, g
     np.testing.assert_array_equal(c.reshape(N, 64), reference_weights(code, nibbles, scale_values, group, dtype).astype(np.float32))
 
 
+def mlx_affine_kernel(dtype):
+    """MLX's affine weights into the left input: ``[N][K/8]`` words (a
+    column's K/8 words together), ``[N][K/group]`` scales and biases."""
+
+    def dequantize_mlx(words: enigma.u32, scales: enigma.f16, biases: enigma.f16, B: enigma.f16, C: enigma.f32, G: enigma.u32):
+        tb = enigma.threadgroup_alloc(enigma.f16, K * 64)
+        for i in range(enigma.thread_index_in_threadgroup(), K * 64, 128):
+            tb[i] = B[i]
+        enigma.threadgroup_barrier(mem_flags="mem_threadgroup")
+        b = enigma.tensor(tb, (64, K))
+        w = OP.get_left_input_cooperative_tensor(dtype)
+        w.dequantize("uint4", words, 0, K // 8, scales, 0, K >> G[0], G, layout="columns", biases=biases)
+        c = OP.get_destination_cooperative_tensor(w, b, enigma.f32)
+        OP.run(w, b, c)
+        c.store(enigma.tensor(C, (64, N)))
+
+    return enigma.kernel(dequantize_mlx)
+
+
+@pytest.mark.parametrize("dtype, group", [(enigma.f16, 32), (enigma.f32, 64), (enigma.f16, 64)])
+def test_mlx_affine_weights_decode_to_code_times_scale_plus_bias(dtype, group):
+    """``"uint4"`` words in ``layout="columns"`` with ``biases``: times the
+    identity, each element is numpy's ``nibble · scale + bias`` in f64
+    rounded once; with MLX installed the weights are ``mx.quantize``'s and
+    the reference also ``mx.dequantize``'s. Clean under the sanitizer."""
+    rng = np.random.default_rng(11 + group)
+    weights = rng.standard_normal((N, K)).astype(np.float16)   # MLX's [N][K]: rows are output columns
+    try:
+        import mlx.core as mx
+    except ImportError:
+        mx = None
+    if mx is not None:
+        q, s, bi = mx.quantize(mx.array(weights), group_size=group, bits=4)
+        words, scales, biases = np.array(q).reshape(-1), np.array(s), np.array(bi)
+        mlx_reference = np.array(mx.dequantize(q, s, bi, group_size=group, bits=4)).astype(np.float64)
+    else:
+        codes = rng.integers(0, 16, size=(N, K)).astype(np.uint32)
+        words = np.zeros((N, K // 8), np.uint32)
+        for j in range(8):
+            words |= codes[:, j::8] << np.uint32(4 * j)
+        words = words.reshape(-1)
+        scales = rng.choice([0.25, -0.5, 0.75], size=(N, K // group)).astype(np.float16)
+        biases = rng.standard_normal((N, K // group)).astype(np.float16)
+        mlx_reference = None
+    nibbles = (words.reshape(N, K // 8)[:, np.arange(K) // 8] >> (4 * (np.arange(K) % 8)).astype(np.uint32)) & 15
+    exact = nibbles * scales.astype(np.float64)[:, np.arange(K) // group] + biases.astype(np.float64)[:, np.arange(K) // group]
+    want = exact.astype(np.float16 if dtype == enigma.f16 else np.float32).astype(np.float32)
+    if mlx_reference is not None:
+        np.testing.assert_allclose(exact, mlx_reference, rtol=2e-3, atol=2e-3)
+    c = np.full(N * 64, -7.0, np.float32)
+    kernel = enigma.compile(mlx_affine_kernel(dtype))
+    assert "cooperative_dequantize_uint4_columns(w, words, 0u32, 8u32, scales, 0u32, " in kernel.ir and ", biases)" in kernel.ir
+    rt = enigma.MetalRuntime(device="cpu", sanitize=True)
+    shift = np.array([group.bit_length() - 1], np.uint32)
+    rt.execute(kernel, inputs=[words.astype(np.uint32), scales.astype(np.float16), biases.astype(np.float16), np.eye(K, dtype=np.float16), c, shift], grid=128, threads=128)
+    np.testing.assert_array_equal(c.reshape(N, 64), want)
+
+
 def test_weights_read_before_the_staging_barrier_are_a_race():
     rng = np.random.default_rng(1)
     scales, _ = scales_for(2, rng, True)
@@ -231,7 +291,7 @@ def test_the_text_form_and_both_sources_name_the_dequantization():
     # tensor, filled slot by slot at each slot's coordinates.
     mpp = enigma.compile(from_device("int4", enigma.f16), msl_version="4.0").msl
     assert "auto w = " in mpp and ".get_left_input_cooperative_tensor<half, half, float>();" in mpp
-    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_weight<enigma_q4_rows>(enigma_int4, " in mpp
+    assert "w.get_multidimensional_index(enigma_i)" in mpp and "enigma_q4_weight<half, enigma_q4_rows>(enigma_int4, " in mpp
 
 
 def test_every_method_the_front_end_takes_is_declared_with_a_docstring():
@@ -301,7 +361,7 @@ def k_as_a_value(words: enigma.u32, scales: enigma.f16):
 
 def k_unknown_layout(words: enigma.u32, scales: enigma.f16):
     w = OP.get_left_input_cooperative_tensor(enigma.f16)
-    w.dequantize("int4", words, 0, 64, scales, 0, 64, 5, layout="columns")  # offending
+    w.dequantize("int4", words, 0, 64, scales, 0, 64, 5, layout="blocks")  # offending
 
 
 def k_view(words: enigma.u32, scales: enigma.f16, B: enigma.f16):
@@ -319,14 +379,14 @@ ERRORS = [
     (k_transposed, "the left operand of a product with transpose_left=True is a view, not a cooperative tensor"),
     (k_integer_tensor, "get_left_input_cooperative_tensor makes a tensor of f16, bf16 or f32 (a product's operand), not i32"),
     (k_bf16_weights, "`w` holds bf16; dequantized weights fill an f32 or f16 cooperative tensor"),
-    (k_int8_code, "the code of w.dequantize is 'int4' or 'fp4' (a constant), not 'int8'"),
-    (k_vector_type_code, "the code of w.dequantize is the string 'int4' or 'fp4', not the value type enigma.int4"),
+    (k_int8_code, "the code of w.dequantize is 'int4', 'fp4' or 'uint4' (a constant), not 'int8'"),
+    (k_vector_type_code, "the code of w.dequantize is the string 'int4', 'fp4' or 'uint4', not the value type enigma.int4"),
     (k_float_words, "the words of w.dequantize are packed 4-bit weights, eight to a word, u32; `words` holds f32"),
     (k_f32_scales, "the scales of w.dequantize are the groups' scales, f16; `scales` holds f32"),
     (k_thread_words, "the words of w.dequantize are a buffer or threadgroup array of u32"),
     (k_missing_shift, "w.dequantize needs the argument(s) group_shift"),
     (k_as_a_value, "`.dequantize(...)` is a statement; it has no value"),
-    (k_unknown_layout, "the layout of w.dequantize is 'rows' or 'fragments' (a constant), not 'columns'"),
+    (k_unknown_layout, "the layout of w.dequantize is 'rows', 'fragments' or 'columns' (a constant), not 'blocks'"),
     (k_view, "enigma.TensorView has no method `dequantize` in a kernel (it has slice)"),
     (k_per_thread_offset, "`cooperative_dequantize` is issued by every thread of its scope (simdgroups(4)) together, but an offset, stride or group shift differs"),
 ]

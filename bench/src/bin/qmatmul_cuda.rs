@@ -1,10 +1,11 @@
 //! The quantized matmul (`enigma_ops::qmatmul`, FP4 and INT4 weights in seed
 //! 002's layout, f16 `A` and `C`) on a CUDA GPU at decode shapes, for
 //! `bench/qmatmul_vs_torch.py`. Prints one JSON object. `--formats
-//! mlx_affine` times MLX's affine format on its own kernel
-//! (`qmatmul_affine`): there `--cols` is columns per SIMD group, `--words`
-//! packed words per lane and load (1, 2 or 4), K is never split, and no
-//! tensor-core run is added.
+//! mlx_affine` times MLX's affine format on its decode kernel
+//! (`qmatmul_affine`: there `--cols` is columns per SIMD group, `--words`
+//! packed words per lane and load (1, 2 or 4), K is never split) and, with
+//! `--variants coop`, on the cooperative kernel; no other tensor-core run
+//! is added for it.
 //!
 //! For each format and M it quantizes one random `K × N` matrix, uploads
 //! enough copies of it that together they are at least four times the L2
@@ -390,15 +391,17 @@ fn main() {
                         runs.extend(args.splits.iter().map(|&splits| Run::Fused(tile, splits)));
                     }
                 }
-                for fragments in [false, true] {
-                    if !variant(if fragments { "coop_fragments" } else { "coop" }) {
-                        continue;
-                    }
-                    for &tile in &args.coop_tiles {
-                        for &stages in &args.stages {
-                            for &tile_copies in &args.tile_copies {
-                                runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits, tile_copies, fragments)));
-                            }
+            }
+            // The cooperative kernel takes every format (MLX's affine in its
+            // own columns, never in fragment order).
+            for fragments in [false, true] {
+                if !variant(if fragments { "coop_fragments" } else { "coop" }) || (fragments && format.has_biases()) {
+                    continue;
+                }
+                for &tile in &args.coop_tiles {
+                    for &stages in &args.stages {
+                        for &tile_copies in &args.tile_copies {
+                            runs.extend(args.splits.iter().map(|&splits| Run::Coop(tile, stages, splits, tile_copies, fragments)));
                         }
                     }
                 }

@@ -94,14 +94,23 @@ template <typename TENSOR, typename P> static inline void enigma_coop_store(thre
 }
 
 // cooperative_dequantize: element (r, c) becomes enigma_q4_weight (the tile
-// helpers'), the exact product rounded once to the tensor's type; slots
-// holding no element are unchanged.
+// helpers'), the exact value rounded once to the tensor's type; slots holding
+// no element are unchanged. The second form adds the biases.
 template <enigma_q4 CODE, enigma_q4_layout LAYOUT, typename TENSOR, typename W, typename S>
 static inline void enigma_coop_dequantize(thread TENSOR& t, W w, uint stride, S s, uint scale_stride, uint shift, uint sg, uint lane) {
     for (uint i = 0; i < enigma_coop_capacity(t); ++i) {
         if (enigma_coop_valid(t, i, sg, lane)) {
             uint r = enigma_coop_coord(t, i, 1, sg, lane), c = enigma_coop_coord(t, i, 0, sg, lane);
-            enigma_coop_at(t, i) = typename TENSOR::elem(enigma_q4_weight<LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c));
+            enigma_coop_at(t, i) = enigma_q4_weight<typename TENSOR::elem, LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c);
+        }
+    }
+}
+template <enigma_q4 CODE, enigma_q4_layout LAYOUT, typename TENSOR, typename W, typename S, typename B>
+static inline void enigma_coop_dequantize(thread TENSOR& t, W w, uint stride, S s, B b, uint scale_stride, uint shift, uint sg, uint lane) {
+    for (uint i = 0; i < enigma_coop_capacity(t); ++i) {
+        if (enigma_coop_valid(t, i, sg, lane)) {
+            uint r = enigma_coop_coord(t, i, 1, sg, lane), c = enigma_coop_coord(t, i, 0, sg, lane);
+            enigma_coop_at(t, i) = enigma_q4_weight<typename TENSOR::elem, LAYOUT>(CODE, w, stride, s, b, scale_stride, shift, r, c);
         }
     }
 }

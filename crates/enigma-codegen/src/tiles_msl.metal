@@ -50,17 +50,19 @@ template <typename T, int R, int C, bool ALIGNED = false, typename P> static inl
 
 // 4-bit weights decoded on load (Expr::MatrixLoadQuantized): element (r, c)
 // is the value of nibble enigma_q4_nibble of word enigma_q4_word (QuantLayout::
-// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c])
-// times s[c], rounded once to the tile's type.
-enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
-enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1 };
+// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c];
+// in MLX's [N][K/8] columns nibble r % 8 of w[c * stride + r / 8]) times s[c],
+// rounded once to the tile's type.
+enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1, enigma_uint4 = 2 };
+enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1, enigma_q4_columns = 2 };
 
 template <enigma_q4_layout LAYOUT> static inline uint enigma_q4_word(uint r, uint c, uint stride) {
     if (LAYOUT == enigma_q4_rows) return (r / 8) * stride + c;
+    if (LAYOUT == enigma_q4_columns) return c * stride + r / 8;
     return (r / 64) * stride + (c / 16) * 128 + 4 * (4 * (c % 8) + (r % 8) / 2) + (r % 64) / 16;
 }
 template <enigma_q4_layout LAYOUT> static inline uint enigma_q4_nibble(uint r, uint c) {
-    if (LAYOUT == enigma_q4_rows) return r % 8;
+    if (LAYOUT != enigma_q4_fragments) return r % 8;
     return (r % 16) / 8 + 2 * ((c % 16) / 8) + 4 * (r % 2);
 }
 
@@ -68,19 +70,37 @@ static inline float enigma_q4_value(enigma_q4 code, uint n) {
     if (code == enigma_int4) {
         return float(n) - 8.0f;
     }
+    if (code == enigma_uint4) {
+        return float(n);
+    }
     uint e = (n >> 1) & 3;
     float m = float(n & 1);
     float magnitude = e == 0 ? 0.5f * m : float(1u << (e - 1)) * (1.0f + 0.5f * m);
     return (n & 8) ? -magnitude : magnitude;
 }
 
-// Element (r, c) of cooperative_dequantize: the CODE value of the nibble
-// LAYOUT puts at K row c, N column r (in seed 002's [K/8][N] rows nibble c % 8
-// of w[(c / 8) * stride + r]) times s[(c >> shift) * scale_stride + r] (the
-// [K/group][N] scales), exact in float.
-template <enigma_q4_layout LAYOUT, typename W, typename S>
-static inline float enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {
-    return enigma_q4_value(code, (w[enigma_q4_word<LAYOUT>(c, r, stride)] >> (4 * enigma_q4_nibble<LAYOUT>(c, r))) & 0xFu) * float(s[(c >> (shift & 31u)) * scale_stride + r]);
+// Element (r, c) of cooperative_dequantize as T (float or half): the CODE
+// value of the nibble LAYOUT puts at K row c, N column r (in seed 002's
+// [K/8][N] rows nibble c % 8 of w[(c / 8) * stride + r]) times its scale
+// (s[(c >> shift) * scale_stride + r] of the [K/group][N] scales, in MLX's
+// columns s[r * scale_stride + (c >> shift)]), in the second form plus the
+// bias at the same index (one fused multiply-add in T of exact operands): the
+// exact value rounded once.
+template <enigma_q4_layout LAYOUT> static inline uint enigma_q4_scale_index(uint scale_stride, uint shift, uint r, uint c) {
+    const uint g = c >> (shift & 31u);
+    return LAYOUT == enigma_q4_columns ? r * scale_stride + g : g * scale_stride + r;
+}
+template <enigma_q4_layout LAYOUT, typename W> static inline float enigma_q4_code_value(enigma_q4 code, W w, uint stride, uint r, uint c) {
+    return enigma_q4_value(code, (w[enigma_q4_word<LAYOUT>(c, r, stride)] >> (4 * enigma_q4_nibble<LAYOUT>(c, r))) & 0xFu);
+}
+template <typename T, enigma_q4_layout LAYOUT, typename W, typename S>
+static inline T enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {
+    return T(enigma_q4_code_value<LAYOUT>(code, w, stride, r, c) * float(s[enigma_q4_scale_index<LAYOUT>(scale_stride, shift, r, c)]));
+}
+template <typename T, enigma_q4_layout LAYOUT, typename W, typename S, typename B>
+static inline T enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, B b, uint scale_stride, uint shift, uint r, uint c) {
+    const uint at = enigma_q4_scale_index<LAYOUT>(scale_stride, shift, r, c);
+    return fma(T(enigma_q4_code_value<LAYOUT>(code, w, stride, r, c)), T(s[at]), T(b[at]));
 }
 
 template <typename T, int R, int C, enigma_q4 CODE, enigma_q4_layout LAYOUT, typename W, typename S> static inline enigma_tile<T, R, C> enigma_tile_load_q(W w, uint stride, S s, uint lane) {

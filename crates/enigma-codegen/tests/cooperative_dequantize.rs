@@ -9,8 +9,12 @@
 //! MSL below 4.0 calls `enigma_coop_dequantize` slot by slot
 //! (`cooperative_dequantize_fragments.msl`); MSL 4.0 declares the weights
 //! as the operation's left input tensor and fills its slots at their
-//! coordinates (`cooperative_dequantize_mpp.msl`). tests/msl_syntax.rs and
-//! tests/msl_strict.rs check both against their shims.
+//! coordinates (`cooperative_dequantize_mpp.msl`). MLX's affine weights
+//! (`uint4` codes in the columns layout with biases) take the same paths,
+//! the pair's byte as in seed 002's rows and one fused multiply-add in
+//! place of the scaling (`cooperative_dequantize_mlx_affine*.msl`).
+//! tests/msl_syntax.rs and tests/msl_strict.rs check the MSL against their
+//! shims.
 
 use enigma_codegen::{cuda, msl};
 use enigma_ir::text::parse;
@@ -120,7 +124,7 @@ fn msl_below_4_dequantizes_slot_by_slot_on_fragments() {
     let metal = msl::write_string(&fragments, &fragments_info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
     let needle = "enigma_coop_dequantize<enigma_int4, enigma_q4_fragments>(w, &Ws[0u], 512u, &Ss[0u], 64u, ctz(G), ";
     assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
-    assert!(metal.contains("enigma_q4_weight<LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c)"), "{metal}");
+    assert!(metal.contains("enigma_q4_weight<typename TENSOR::elem, LAYOUT>(CODE, w, stride, s, scale_stride, shift, r, c)"), "{metal}");
     insta::assert_snapshot!("cooperative_dequantize_fragment_order.msl", metal);
 }
 
@@ -169,12 +173,54 @@ fn msl_4_fills_the_left_input_tensor_slot_by_slot_at_its_coordinates() {
         // Each valid slot at its coordinates: row r of N, K value c, the
         // element the tile helpers' `enigma_q4_weight` (as below MSL 4.0).
         "auto enigma_at = w.get_multidimensional_index(enigma_i);",
-        "w[enigma_i] = half(enigma_q4_weight<enigma_q4_rows>(enigma_int4, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0])));",
-        "static inline float enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {",
+        "w[enigma_i] = enigma_q4_weight<half, enigma_q4_rows>(enigma_int4, &Ws[0u], 64u, &Ss[0u], 64u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0]));",
+        "static inline T enigma_q4_weight(enigma_q4 code, W w, uint stride, S s, uint scale_stride, uint shift, uint r, uint c) {",
         "matmul0.run(w, mpp_right, o);",
     ] {
         assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
     }
     assert!(metal.find("auto w = ").unwrap() < metal.find("auto o = ").unwrap(), "{metal}");
     insta::assert_snapshot!("cooperative_dequantize_mpp.msl", metal);
+}
+
+/// MLX's affine weights: `uint4` codes in the columns layout (`[N][K/8]`
+/// words, a column's words `stride` apart) with biases beside the scales.
+fn mlx_affine(text: &str) -> String {
+    let rows = "cooperative_dequantize_int4(w, Ws, 0u32, 64u32, Ss, 0u32, 64u32, ctz(G))";
+    assert!(text.contains(rows));
+    text.replace("S: device f16 read,", "S: device f16 read, B: device f16 read,")
+        .replace(rows, "cooperative_dequantize_uint4_columns(w, Ws, 0u32, 8u32, Ss, 0u32, 2u32, ctz(G), B)")
+}
+
+#[test]
+fn mlx_affine_columns_decode_pairs_by_one_fused_multiply_add() {
+    // CUDA, wgmma layout: the pair from the same byte as in seed 002's rows,
+    // its word a column's, scales and biases [N][K/group], one __hfma2.
+    let cu = cuda_source(&mlx_affine(DEQUANTIZED_PRODUCT), true);
+    for needle in [
+        ">(Ws[enigma_q[0] + enigma_r * enigma_q[1] + (enigma_c) / 8u], enigma_byte);",
+        "enigma_q4_pair<enigma_uint4>(",
+        "const __half enigma_s0 = Ss[enigma_q[2] + enigma_r * enigma_q[3] + 0u], enigma_s1 = enigma_s0;",
+        "const __half enigma_b0 = B[enigma_q[2] + enigma_r * enigma_q[3] + 0u], enigma_b1 = enigma_b0;",
+        "const __half2 enigma_h = __hfma2(enigma_pair, __halves2half2(enigma_s0, enigma_s1), __halves2half2(enigma_b0, enigma_b1));",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+    ] {
+        assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    }
+    assert!(!cu.contains("__hmul2(enigma_pair"), "{cu}");
+    // Slot by slot: one f16 fused multiply-add of the exact operands.
+    let cu = cuda_source(&mlx_affine(DEQUANTIZED_PRODUCT), false);
+    let needle = "w[enigma_i] = __hfma(__low2half(enigma_q4_pair<enigma_uint4>(enigma_code & 0xFu, 0u)), Ss[enigma_q[2] + enigma_r * enigma_q[3] + ((enigma_c) >> (enigma_q[4] & 31u))], B[enigma_q[2] + enigma_r * enigma_q[3] + ((enigma_c) >> (enigma_q[4] & 31u))]);";
+    assert!(cu.contains(needle), "missing {needle:?} in\n{cu}");
+    // MSL, both lowerings: the helpers' biased form.
+    let (kernel, info) = kernel(&mlx_affine(DEQUANTIZED_PRODUCT));
+    let metal = msl::write_string(&kernel, &info, &msl::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let needle = "enigma_coop_dequantize<enigma_uint4, enigma_q4_columns>(w, &Ws[0u], 8u, &Ss[0u], &B[0u], 2u, ctz(G), ";
+    assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    insta::assert_snapshot!("cooperative_dequantize_mlx_affine.msl", metal);
+    let options = msl::Options { language_version: (4, 0), ..msl::Options::default() };
+    let metal = msl::write_string(&kernel, &info, &options).unwrap_or_else(|e| panic!("{e}"));
+    let needle = "w[enigma_i] = enigma_q4_weight<half, enigma_q4_columns>(enigma_uint4, &Ws[0u], 8u, &Ss[0u], &B[0u], 2u, ctz(G), uint(enigma_at[1]), uint(enigma_at[0]));";
+    assert!(metal.contains(needle), "missing {needle:?} in\n{metal}");
+    insta::assert_snapshot!("cooperative_dequantize_mlx_affine_mpp.msl", metal);
 }

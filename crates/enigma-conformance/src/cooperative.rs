@@ -113,7 +113,7 @@ pub fn cooperative_combine_rows_columns_and_elements(rt: &Runtime) -> CaseResult
 /// 32 K values (both columns of a pair in one group), 64 (every column in
 /// the first group) and 1 (a scale per column): the lowerings of each.
 pub fn cooperative_dequantize_into_a_left_operand(rt: &Runtime) -> CaseResult {
-    seeded("cooperative_dequantize_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, QuantLayout::Rows))
+    seeded("cooperative_dequantize_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, (QuantCode::Int4, QuantLayout::Rows, false)))
 }
 
 /// The same with the words in the tensor cores' fragment order
@@ -121,20 +121,28 @@ pub fn cooperative_dequantize_into_a_left_operand(rt: &Runtime) -> CaseResult {
 /// words each), which `wgmma` lowerings read a thread's four words of a
 /// unit at once.
 pub fn cooperative_dequantize_fragment_order_into_a_left_operand(rt: &Runtime) -> CaseResult {
-    seeded("cooperative_dequantize_fragment_order_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, QuantLayout::Fragments))
+    seeded("cooperative_dequantize_fragment_order_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, (QuantCode::Int4, QuantLayout::Fragments, false)))
 }
 
-fn dequantize_into_a_left_operand(rt: &Runtime, rng: &mut rand::rngs::SmallRng, layout: QuantLayout) -> CaseResult {
-    let mut k = KernelBuilder::new(if layout.is_rows() { "cooperative_dequantize" } else { "cooperative_dequantize_fragments" });
+/// The same with MLX's affine weights: `uint4` codes in MLX's columns
+/// (`[N][K/8]` words, a column's 8 words together; `[N][K/group]` scales)
+/// with f16 biases beside the scales, each weight `code · scale + bias`.
+pub fn cooperative_dequantize_mlx_affine_into_a_left_operand(rt: &Runtime) -> CaseResult {
+    seeded("cooperative_dequantize_mlx_affine_into_a_left_operand", |rng| dequantize_into_a_left_operand(rt, rng, (QuantCode::Uint4, QuantLayout::Columns, true)))
+}
+
+fn dequantize_into_a_left_operand(rt: &Runtime, rng: &mut rand::rngs::SmallRng, (code, layout, biased): (QuantCode, QuantLayout, bool)) -> CaseResult {
+    let mut k = KernelBuilder::new(format!("cooperative_dequantize_{code}_{layout}"));
     let a = k.buffer("A", Type::F16, Access::Read);
     let words = k.buffer("W", Type::U32, Access::Read);
     let scales = k.buffer("S", Type::F16, Access::Read);
+    let biases = k.buffer("B", Type::F16, Access::Read);
     let d = k.buffer("D", Type::F16, Access::ReadWrite);
     let o = k.buffer("O", Type::F32, Access::ReadWrite);
     let scope = ExecutionScope::Simdgroups(4);
     let shift = k.value("shift", Type::U32);
     // Words from one row of the layout's units to the next (64 columns).
-    let stride = layout.stride(64);
+    let stride = layout.stride(64, 64);
     let (a_tile, word_tile, scale_tile) = (k.threadgroup_array("As", Type::F16, 64 * 64), k.threadgroup_array("Ws", Type::U32, 8 * 64), k.threadgroup_array("Ss", Type::F16, 64 * 64));
     let lid = k.let_("lid", thread_index_in_threadgroup());
     k.for_range("i", lid, 64u32 * 64, 128u32, |k, i| k.store(a_tile.at(i), a.get(i)));
@@ -142,7 +150,12 @@ fn dequantize_into_a_left_operand(rt: &Runtime, rng: &mut rand::rngs::SmallRng, 
     k.for_range("s", lid, 64u32 * 64, 128u32, |k, s| k.store(scale_tile.at(s), scales.get(s)));
     k.threadgroup_barrier(MemFlags::Threadgroup);
     let w = k.cooperative_tensor("w", Scalar::F16, 64, 64, scope);
-    k.cooperative_dequantize(w, (QuantCode::Int4, layout), (word_tile, 0u32, stride), (scale_tile, 0u32, 64u32), shift);
+    if biased {
+        // The biases read from the buffer, the scales from threadgroup memory.
+        k.cooperative_dequantize_with_biases(w, (code, layout), (word_tile, 0u32, stride), (scale_tile, 0u32, 64u32), biases, shift);
+    } else {
+        k.cooperative_dequantize(w, (code, layout), (word_tile, 0u32, stride), (scale_tile, 0u32, 64u32), shift);
+    }
     let desc = Matmul2dDescriptor { transpose_right: true, ..Matmul2dDescriptor::new(64, 64, Some(64)) };
     let op = Matmul2d::new(desc, scope);
     let acc = k.destination_cooperative_tensor(&op, "acc", Scalar::F32);
@@ -158,13 +171,21 @@ fn dequantize_into_a_left_operand(rt: &Runtime, rng: &mut rand::rngs::SmallRng, 
         let av = halves(64 * 64, rng);
         let word_v: Vec<u32> = (0..8 * 64).map(|_| rng.gen()).collect();
         let scale_v: Vec<f32> = (0..64 * 64).map(|_| [0.25f32, -0.5, 1.0, 2.0][rng.gen_range(0..4)]).collect();
-        let (ab, wb, sb) = (upload_f16(rt, &f16_bits(&av))?, upload(rt, &word_v)?, upload_f16(rt, &f16_bits(&scale_v))?);
+        let bias_v: Vec<f32> = (0..64 * 64).map(|_| [-4.0f32, -2.0, 0.5, 1.0][rng.gen_range(0..4)]).collect();
+        let (ab, wb, sb, bb) = (upload_f16(rt, &f16_bits(&av))?, upload(rt, &word_v)?, upload_f16(rt, &f16_bits(&scale_v))?, upload_f16(rt, &f16_bits(&bias_v))?);
         let (db, ob) = (upload_f16(rt, &[f32_to_f16(-1.0); 64 * 64])?, filled(rt, 64 * 64, -1.0f32)?);
-        groups(rt, &p, &[Arg::from(&ab), Arg::from(&wb), Arg::from(&sb), Arg::from(&db), Arg::from(&ob), Arg::u32(shift)], [1, 1, 1], [128, 1, 1])?;
-        // Weight (r, c): column r of N, K value c, where the layout puts it.
+        groups(rt, &p, &[Arg::from(&ab), Arg::from(&wb), Arg::from(&sb), Arg::from(&bb), Arg::from(&db), Arg::from(&ob), Arg::u32(shift)], [1, 1, 1], [128, 1, 1])?;
+        // Weight (r, c): column r of N, K value c, where the layout puts it;
+        // its scale (and bias) where the layout puts group c >> shift.
         let weight = |r: usize, c: usize| {
             let (unit_row, word, nibble) = layout.locate(c as u32, r as u32);
-            QuantCode::Int4.value(word_v[(unit_row * stride + word) as usize] >> (4 * nibble)) * scale_v[(c >> shift) * 64 + r]
+            let at = layout.scale_index((c >> shift) as u32, r as u32, 64) as usize;
+            let product = code.value(word_v[(unit_row * stride + word) as usize] >> (4 * nibble)) * scale_v[at];
+            if biased {
+                product + bias_v[at]
+            } else {
+                product
+            }
         };
         let weights: Vec<f32> = (0..64 * 64).map(|i| weight(i / 64, i % 64)).collect();
         let got: Vec<f32> = download_u16_bits(&db)?.into_iter().map(f16_to_f32).collect();

@@ -205,6 +205,7 @@ macro_rules! __with_cases {
             cooperative::cooperative_combine_rows_columns_and_elements,
             cooperative::cooperative_dequantize_into_a_left_operand,
             cooperative::cooperative_dequantize_fragment_order_into_a_left_operand,
+            cooperative::cooperative_dequantize_mlx_affine_into_a_left_operand,
             textures::texture_formats_round_trip,
             textures::texture_listing4_covers_1920_by_1080,
             textures::texture_sampling_every_filter_and_address_mode,

@@ -77,6 +77,11 @@ fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_in_fragment_o
 }
 
 #[test]
+fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_on_mlx_affine_weights_on_the_gpu() {
+    on_the_gpu(cooperative_qgemm::check_mlx_affine);
+}
+
+#[test]
 fn the_quantized_gemm_on_cooperative_tensors_matches_its_reference_at_every_pipeline_depth_on_the_gpu() {
     on_the_gpu(cooperative_qgemm::check_pipeline_depths);
 }

@@ -1436,7 +1436,13 @@ pub enum StmtKind {
     /// `words[offset + (c / 8)·stride + r]`; in fragment order `stride` is
     /// the words of one row of 64 × 16 units) and `[K/group][N]` scales —
     /// the exact product
-    /// rounded once to the tensor's element type. `words` holds u32 and
+    /// rounded once to the tensor's element type. In MLX's columns layout
+    /// the word is `words[offset + r·stride + c / 8]` and the scale
+    /// `scales[scale_offset + r·scale_stride + (c >> group_shift)]`
+    /// ([`QuantLayout::scale_index`]). With `biases` (f16, indexed as the
+    /// scales) the element is `code.value(…) · scale + bias`, the exact
+    /// value rounded once (MLX's affine weights with
+    /// [`QuantCode::Uint4`]). `words` holds u32 and
     /// `scales` f16 (device or threadgroup memory); the offsets, strides
     /// and shift are u32, the same on every thread of the scope; by the
     /// whole scope. Slots holding no element are unchanged. Each element's
@@ -1453,6 +1459,8 @@ pub enum StmtKind {
         scale_offset: Expr,
         scale_stride: Expr,
         group_shift: Expr,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        biases: Option<Memory>,
     },
     /// `reduce_rows(src, dest, op)` / `reduce_columns`: `dest` (m×1 for
     /// rows, 1×n for columns, the same element type and scope) receives each

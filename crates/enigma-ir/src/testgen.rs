@@ -95,9 +95,11 @@
 //!   (operands released at the second barrier after them), half of those
 //!   followed by two barriers and a write to the copy; about three in ten
 //!   untransposed left operands are instead an m×k f32 or f16 cooperative
-//!   tensor filled by `cooperative_dequantize` (`int4` or `fp4`, words in
-//!   rows or in fragment order) from the
-//!   extra inputs `coop_words` and `coop_scales` (scales ±{0.5, 1, 2}),
+//!   tensor filled by `cooperative_dequantize` (`int4`, `fp4` or `uint4`,
+//!   words in rows, in fragment order or in MLX's columns, three in ten
+//!   with biases) from the
+//!   extra inputs `coop_words`, `coop_scales` (scales ±{0.5, 1, 2}) and
+//!   `coop_biases` (±{0.25, 0.5, 1}),
 //!   each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`); two in
 //!   five reduce the product along its rows or columns (sum, max or min)
 //!   and `combine` the result back into it (assign, add, sub, max or min).
@@ -1324,12 +1326,14 @@ impl<'c> Gen<'c> {
 
     /// The left operand of the cooperative phase's product as an m×k
     /// cooperative tensor (f32 or f16) of 4-bit weights: `cooperative_dequantize`
-    /// (`int4` or `fp4`, words in rows or, three in ten, in fragment order,
-    /// a group shift from 1 to 4) from the extra inputs
-    /// `coop_words` (random u32) and `coop_scales` (f16 from ±{0.5, 1, 2}),
-    /// each maybe through a threadgroup copy (`coop_tgw`, `coop_tgs`), at
-    /// random in-bounds offsets and strides. Each weight times its scale is
-    /// a multiple of 0.25 within ±16, exact in f16, so with `coop_in`'s
+    /// (`int4`, `fp4` or `uint4`, words in rows, three in ten in fragment
+    /// order, two in ten in MLX's columns, a group shift from 1 to 4) from
+    /// the extra inputs `coop_words` (random u32) and `coop_scales` (f16
+    /// from ±{0.5, 1, 2}), three in ten with `coop_biases` (f16 from
+    /// ±{0.25, 0.5, 1}, indexed as the scales), each maybe through a
+    /// threadgroup copy (`coop_tgw`, `coop_tgs`), at random in-bounds
+    /// offsets and strides. Each weight (times its scale, plus its bias) is
+    /// a multiple of 0.25 within ±32, exact in f16, so with `coop_in`'s
     /// integers every product and sum of the phase stays exact.
     fn dequantized_left(&mut self, body: &mut Block, m: u32, k: u32) -> crate::cooperative::CoopId {
         use crate::cooperative::*;
@@ -1343,14 +1347,27 @@ impl<'c> Gen<'c> {
         // and `r` within the first row of units (k is at most 16). The
         // words one row of units spans, and at least that many from one
         // row to the next; scale row `c >> group_shift` of column `r`.
-        let layout = if self.ch.chance(30) { crate::QuantLayout::Fragments } else { crate::QuantLayout::Rows };
-        let span = (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1);
+        let layout = match self.ch.below(10) {
+            0..=2 => crate::QuantLayout::Fragments,
+            3..=4 => crate::QuantLayout::Columns,
+            _ => crate::QuantLayout::Rows,
+        };
+        // The words one row of units spans (a column's, in columns), and
+        // the rows of units; the scales' likewise.
+        let columns = layout == crate::QuantLayout::Columns;
+        let span = if columns {
+            k.div_ceil(8)
+        } else {
+            (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1)
+        };
         let words_len = if layout.is_rows() { 96 } else { 288 };
-        let unit_rows = k.div_ceil(layout.unit().0);
+        let unit_rows = if columns { m } else { k.div_ceil(layout.unit().0) };
         let stride = self.ch.range(span, span + 8);
         let offset = self.ch.below(words_len - ((unit_rows - 1) * stride + span) + 1);
-        let scale_stride = self.ch.range(m, m + 4);
-        let scale_offset = self.ch.below(SCALES - (((k - 1) >> group_shift) * scale_stride + m) + 1);
+        let groups = ((k - 1) >> group_shift) + 1;
+        let (scale_span, scale_rows) = if columns { (groups, m) } else { (m, groups) };
+        let scale_stride = self.ch.range(scale_span, scale_span + 4);
+        let scale_offset = self.ch.below(SCALES - ((scale_rows - 1) * scale_stride + scale_span) + 1);
         let words = self.input_buffer("coop_words".into(), Scalar::U32, words_len);
         let scale_values = [-2.0f32, -1.0, -0.5, 0.5, 1.0, 2.0];
         let data = (0..SCALES).map(|_| f16_bits(scale_values[(self.rng.next() % scale_values.len() as u64) as usize])).collect();
@@ -1365,6 +1382,11 @@ impl<'c> Gen<'c> {
         } else {
             Memory::Buffer(scales)
         };
+        let biases = self.ch.chance(30).then(|| {
+            let bias_values = [-1.0f32, -0.5, -0.25, 0.25, 0.5, 1.0];
+            let data = (0..SCALES).map(|_| f16_bits(bias_values[(self.rng.next() % bias_values.len() as u64) as usize])).collect();
+            Memory::Buffer(self.input_param("coop_biases".into(), Scalar::F16, data))
+        });
         let tensor = CoopId(self.k.cooperative_tensors.len() as u32);
         let name = format!("coop{}", tensor.0);
         self.k.cooperative_tensors.push(CooperativeTensor { name, elem, rows: m, cols: k, scope: ExecutionScope::Simdgroup });
@@ -1379,6 +1401,7 @@ impl<'c> Gen<'c> {
             scale_offset: lit_u32(scale_offset),
             scale_stride: lit_u32(scale_stride),
             group_shift: lit_u32(group_shift),
+            biases,
         }));
         tensor
     }
@@ -1450,7 +1473,7 @@ impl<'c> Gen<'c> {
         const WORDS: u32 = 32;
         const SCALES: u32 = 24;
         let half = |rows: u8, cols: u8| MatrixType::new(Scalar::F16, rows, cols);
-        let code = self.ch.pick(&QuantCode::ALL);
+        let code = self.ch.pick(&QuantCode::TILE);
         let k = self.ch.pick(&[8u8, 16]);
         let quantized_left = self.ch.chance(40);
         let (q, other) = if quantized_left { (half(8, k), half(k, 8)) } else { (half(k, 8), half(8, k)) };

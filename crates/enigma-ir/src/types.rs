@@ -15,16 +15,24 @@ pub enum QuantCode {
     /// FP4 E2M1: `s e1 e0 m`, exponent bias 1, `e = 0` the subnormals 0 and
     /// ±0.5; the values ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
     Fp4,
+    /// The unsigned nibble (0 … 15): MLX's affine code, whose weight is
+    /// `scale · code + bias` (only `cooperative_dequantize` has biases).
+    Uint4,
 }
 
 impl QuantCode {
-    pub const ALL: [QuantCode; 2] = [QuantCode::Int4, QuantCode::Fp4];
+    pub const ALL: [QuantCode; 3] = [QuantCode::Int4, QuantCode::Fp4, QuantCode::Uint4];
+    /// The codes a SIMD-group tile load decodes
+    /// ([`crate::Expr::MatrixLoadQuantized`]); every code is
+    /// `cooperative_dequantize`'s.
+    pub const TILE: [QuantCode; 2] = [QuantCode::Int4, QuantCode::Fp4];
 
-    /// The lower-case name (`int4`, `fp4`).
+    /// The lower-case name (`int4`, `fp4`, `uint4`).
     pub fn name(self) -> &'static str {
         match self {
             QuantCode::Int4 => "int4",
             QuantCode::Fp4 => "fp4",
+            QuantCode::Uint4 => "uint4",
         }
     }
 
@@ -33,6 +41,7 @@ impl QuantCode {
         let code = code & 0xF;
         match self {
             QuantCode::Int4 => code as f32 - 8.0,
+            QuantCode::Uint4 => code as f32,
             QuantCode::Fp4 => {
                 let e = (code >> 1) & 3;
                 let m = (code & 1) as f32;
@@ -76,10 +85,19 @@ pub enum QuantLayout {
     /// K-consecutive weights of one fragment (the f16 pair it needs), taken
     /// from the word by one mask (Marlin's reshuffle, in enigma's order).
     Fragments,
+    /// MLX's `[N][K/8]`: a row of words per column, row `8·i + j` at nibble
+    /// `j` of the column's word `i`; `stride` is the words of one column
+    /// (`K/8`), and the scales (and biases) are `[N][K/group]` too, a
+    /// column's groups consecutive. Only `cooperative_dequantize` reads it.
+    Columns,
 }
 
 impl QuantLayout {
-    pub const ALL: [QuantLayout; 2] = [QuantLayout::Rows, QuantLayout::Fragments];
+    pub const ALL: [QuantLayout; 3] = [QuantLayout::Rows, QuantLayout::Fragments, QuantLayout::Columns];
+    /// The layouts a SIMD-group tile load reads
+    /// ([`crate::Expr::MatrixLoadQuantized`]); every layout is
+    /// `cooperative_dequantize`'s.
+    pub const TILE: [QuantLayout; 2] = [QuantLayout::Rows, QuantLayout::Fragments];
 
     /// Whether this is seed 002's row layout (the default).
     pub fn is_rows(&self) -> bool {
@@ -91,19 +109,20 @@ impl QuantLayout {
         match self {
             QuantLayout::Rows => "rows",
             QuantLayout::Fragments => "fragments",
+            QuantLayout::Columns => "columns",
         }
     }
 
-    /// The layout named `rows` or `fragments`.
+    /// The layout named `rows`, `fragments` or `columns`.
     pub fn from_name(name: &str) -> Option<QuantLayout> {
         QuantLayout::ALL.into_iter().find(|l| l.name() == name)
     }
 
     /// The rows and columns a tile (and a packed matrix) in this layout is a
-    /// multiple of: 8 × 1 for rows, 64 × 16 for fragments.
+    /// multiple of: 8 × 1 for rows and columns, 64 × 16 for fragments.
     pub const fn unit(self) -> (u32, u32) {
         match self {
-            QuantLayout::Rows => (8, 1),
+            QuantLayout::Rows | QuantLayout::Columns => (8, 1),
             QuantLayout::Fragments => (64, 16),
         }
     }
@@ -112,10 +131,12 @@ impl QuantLayout {
     /// `(unit_row, word, nibble)`, the element being nibble `nibble` (bits
     /// `4·nibble …`) of word `unit_row · stride + word` from the tile's
     /// first word, `stride` the words from one row of units to the next
-    /// (`N` for rows, `8·N` for fragments).
+    /// (`N` for rows, `8·N` for fragments); in columns the "row of units"
+    /// is the column, `stride` the words of a column (`K/8`).
     pub fn locate(self, r: u32, c: u32) -> (u32, u32, u32) {
         match self {
             QuantLayout::Rows => (r / 8, c, r % 8),
+            QuantLayout::Columns => (c, r / 8, r % 8),
             QuantLayout::Fragments => {
                 let lane = 4 * (c % 8) + (r % 8) / 2;
                 let word = (c / 16) * 128 + 4 * lane + (r % 64) / 16;
@@ -124,12 +145,23 @@ impl QuantLayout {
         }
     }
 
-    /// Words from one row of units to the next in a packed matrix of `n`
-    /// columns.
-    pub fn stride(self, n: u32) -> u32 {
+    /// Words from one row of units to the next in a packed `k × n` matrix
+    /// (from one column to the next in columns).
+    pub fn stride(self, k: u32, n: u32) -> u32 {
         match self {
             QuantLayout::Rows => n,
             QuantLayout::Fragments => 8 * n,
+            QuantLayout::Columns => k / 8,
+        }
+    }
+
+    /// The index of the scale (and bias) of group `g` of column `c`, from
+    /// the scales' first, `stride` apart: `[K/group][N]` (`g · stride + c`)
+    /// in rows and fragments, `[N][K/group]` (`c · stride + g`) in columns.
+    pub fn scale_index(self, g: u32, c: u32, stride: u32) -> u32 {
+        match self {
+            QuantLayout::Rows | QuantLayout::Fragments => g * stride + c,
+            QuantLayout::Columns => c * stride + g,
         }
     }
 }
@@ -540,8 +572,8 @@ mod tests {
             for r in 0..k {
                 for c in 0..n {
                     let (unit_row, word, nibble) = layout.locate(r, c);
-                    assert!(nibble < 8 && word < layout.stride(n), "{layout} ({r}, {c})");
-                    let slot = ((unit_row * layout.stride(n) + word) * 8 + nibble) as usize;
+                    assert!(nibble < 8 && word < layout.stride(k, n), "{layout} ({r}, {c})");
+                    let slot = ((unit_row * layout.stride(k, n) + word) * 8 + nibble) as usize;
                     assert!(!seen[slot], "{layout}: ({r}, {c}) shares a nibble");
                     seen[slot] = true;
                 }

@@ -429,6 +429,9 @@ pub fn matrix_quantized(ty: MatrixType, code: QuantCode, layout: QuantLayout, me
     if ty.elem() != Scalar::F16 {
         return Err(K::MatrixOperands { op, problem: format!("{code} weights decode into f16 tiles, not {}", Type::Matrix(ty)) });
     }
+    if !QuantCode::TILE.contains(&code) || !QuantLayout::TILE.contains(&layout) {
+        return Err(K::MatrixOperands { op, problem: format!("takes int4 or fp4 codes in the rows or fragments layout, not {code} in {layout} (those are cooperative_dequantize's, with its biases)") });
+    }
     let (unit_rows, unit_cols) = layout.unit();
     if !u32::from(ty.rows()).is_multiple_of(unit_rows) || !u32::from(ty.cols()).is_multiple_of(unit_cols) {
         return Err(K::MatrixOperands {

@@ -1188,14 +1188,15 @@ impl<'k> Validator<'k> {
                     return Err(self.err(ValidationErrorKind::AssignType { target: format!("{}[]", t.name), expected: Type::scalar(t.elem), found: ty }));
                 }
             }
-            StmtKind::CooperativeDequantize { tensor, code: _, layout: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code: _, layout: _, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
                 let op = "cooperative_dequantize";
                 let t = self.coop(*tensor, op)?;
                 self.note_scope(op, t.scope)?;
                 if !matches!(t.elem, Scalar::F32 | Scalar::F16) {
                     return Err(self.err(problem(op, format!("`{}` holds {}; dequantized weights fill an f32 or f16 tensor", t.name, t.elem))));
                 }
-                for (mem, what, expected) in [(*words, "packed words", Type::U32), (*scales, "scales", Type::F16)] {
+                let biases = biases.map(|b| (b, "biases", Type::F16));
+                for (mem, what, expected) in [(*words, "packed words", Type::U32), (*scales, "scales", Type::F16)].into_iter().chain(biases) {
                     self.shared_memory(mem, op)?;
                     let elem = self.memory_elem(mem, false)?;
                     if elem != expected {

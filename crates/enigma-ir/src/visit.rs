@@ -332,6 +332,7 @@ mod tests {
             scale_offset: n(3),
             scale_stride: n(4),
             group_shift: n(5),
+            biases: None,
         };
         assert_eq!(dequantize.exprs(), vec![&n(1), &n(2), &n(3), &n(4), &n(5)]);
     }

@@ -560,7 +560,7 @@ fn matrix_constructs_print_and_parse_back() {
     k.store(out.at(matrix_coord(f, 3, false) * 16u32 + matrix_coord(f, 3, true)), thread_element(acc, 3));
     let words = k.buffer("words", Type::vector(Scalar::U32, 4), Access::Read);
     let scales = k.buffer("scales", Type::F16, Access::Read);
-    for code in enigma_ir::QuantCode::ALL {
+    for code in enigma_ir::QuantCode::TILE {
         let q = matrix_load_quantized(MatrixType::new(Scalar::F16, 8, 16), code, enigma_ir::QuantLayout::Rows, words, 4u32, 32u32, scales, 16u32);
         k.assign(acc, matrix_multiply_accumulate(ma, q, acc));
     }

@@ -198,8 +198,10 @@ fn the_matrix_and_attention_families_bind_their_kernels() {
         qgemm_fused::qgemm_fused(&qgemm_fused::FusedQgemmConfig::for_rows(Format::Fp4, DType::F32, 16)),
         qmatmul_fragments::qmatmul_fragments(Format::Int4, DType::F16, qmatmul_fragments::FragmentBlocking { units: 1, rows: 16, steps: 2 }, 128),
         qgemm_cooperative::qgemm_cooperative(&qgemm_cooperative::CoopQgemmConfig { format: Format::Fp4, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: enigma_kernels::library::split::SplitSum::Reduction, whole: false, tile_copies: false, layout: enigma_ir::QuantLayout::Rows }),
+        // MLX's affine weights: the biases too.
+        qgemm_cooperative::qgemm_cooperative(&qgemm_cooperative::CoopQgemmConfig { format: Format::MlxAffine, output: DType::F16, tm: 64, tn: 64, tk: 64, stages: 2, raster: 1, splits: 1, split_sum: enigma_kernels::library::split::SplitSum::Reduction, whole: false, tile_copies: true, layout: enigma_ir::QuantLayout::Columns }),
     ];
-    let args = ((matrix, PackedArgs { scales: "scales", group: 64 }), SplitArgs { c_words: None, ws: None, tickets: None, ..split });
+    let args = ((matrix, PackedArgs { scales: "scales", group: 64, biases: Some("biases") }), SplitArgs { c_words: None, ws: None, tickets: None, ..split });
     // No packed kernel sums its own splits.
     let names: Vec<&str> = SplitArgs::NAMES.iter().copied().filter(|n| *n == SplitArgs::C).collect();
     family("packed products", packed, &[MatrixArgs::NAMES, PackedArgs::NAMES, &names], &args);

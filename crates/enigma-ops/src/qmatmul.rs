@@ -215,7 +215,7 @@ impl Ops<'_> {
             key,
             build,
             dispatch,
-            (MatrixArgs { a, a4: &a4, b: &w.packed, m: mu, n, k }, PackedArgs { scales: &w.scales, group: lib::to_u32(op, "group", w.group)? }),
+            (MatrixArgs { a, a4: &a4, b: &w.packed, m: mu, n, k }, PackedArgs { scales: &w.scales, group: lib::to_u32(op, "group", w.group)?, biases: w.biases.as_ref() }),
             &c,
             out,
             m * w.n,

@@ -3,7 +3,7 @@
 //! threadgroup memory (where every tile and depth fits):
 //! `enigma_testing::cooperative_qgemm`'s checks against the f64 product
 //! (awkward M, N and K, every group size, FP4 and INT4, K split, words in
-//! fragment order, every
+//! fragment order, MLX's affine weights, every
 //! tile and depth, every walk over the tiles), and that `qmatmul` does not take
 //! it unasked on the simulator (its products are not `wgmma`).
 
@@ -11,7 +11,7 @@ use enigma_ir::Scalar;
 use enigma_kernels::library::quant::{self, Format};
 use enigma_ops::{upload, DType, Ops, Options, QuantizedWeights};
 use enigma_runtime::{Device, Runtime};
-use enigma_testing::cooperative_qgemm::{check_fragment_order, check_k_splits, check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
+use enigma_testing::cooperative_qgemm::{check_fragment_order, check_k_splits, check_mlx_affine, check_pipeline_depths, check_rasterisation, check_shapes, cooperative};
 use std::sync::Arc;
 
 fn device_of_227_kib() -> Runtime {
@@ -26,6 +26,11 @@ fn qmatmul_asked_for_it_matches_the_f64_product_at_awkward_shapes() {
 #[test]
 fn qmatmul_on_fragment_ordered_words_matches_the_f64_product() {
     check_fragment_order(&device_of_227_kib(), true);
+}
+
+#[test]
+fn qmatmul_on_mlx_affine_weights_matches_the_f64_product() {
+    check_mlx_affine(&device_of_227_kib(), true);
 }
 
 #[test]

@@ -233,12 +233,14 @@ impl SimdGroup {
                     }
                 }
                 Inst::Bitcast { from, to, dst, src } => self.bitcast(from, to, dst, src),
-                Inst::Dequant { code, elem, dst, word, shift, scale } => {
+                Inst::Dequant { code, elem, dst, word, shift, scale, bias } => {
                     let (w, sh, sc) = (self.regs[word as usize], self.regs[shift as usize], self.regs[scale as usize]);
+                    let b = bias.map(|b| self.regs[b as usize]);
                     let d = &mut self.regs[dst as usize];
                     for l in 0..LANES {
-                        let value = code.value((w[l] as u32) >> (sh[l] as u32 & 31)) * ops::f32_of(Scalar::F16, sc[l]);
-                        d[l] = ops::from_f32(elem, value);
+                        // Exact in f64: a 4-bit value times an f16, plus an f16.
+                        let product = f64::from(code.value((w[l] as u32) >> (sh[l] as u32 & 31))) * ops::to_f64(Scalar::F16, sc[l]);
+                        d[l] = ops::from_f64(elem, b.map_or(product, |b| product + ops::to_f64(Scalar::F16, b[l])));
                     }
                 }
                 Inst::Call { func, precision, ty, dst, args } => self.call(func, precision, ty, dst, args),

@@ -45,6 +45,18 @@ pub fn f32_of(ty: Scalar, v: u64) -> f32 {
     }
 }
 
+/// `x` rounded once to the float type `ty`: to f32 directly, to a 16-bit
+/// type through an f32 rounded to odd (which keeps the second rounding
+/// correct).
+pub fn from_f64(ty: Scalar, x: f64) -> u64 {
+    let nearest = x as f32;
+    if ty == Scalar::F32 || f64::from(nearest) == x || !x.is_finite() {
+        return from_f32(ty, nearest);
+    }
+    let toward_zero = if f64::from(nearest).abs() > x.abs() { f32::from_bits(nearest.to_bits() - 1) } else { nearest };
+    from_f32(ty, f32::from_bits(toward_zero.to_bits() | 1))
+}
+
 #[inline(always)]
 pub fn from_f32(ty: Scalar, x: f32) -> u64 {
     match ty {

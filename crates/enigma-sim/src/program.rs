@@ -50,10 +50,11 @@ pub enum Inst {
     /// Reinterprets `from` (in registers `src..`) as `to` (in `dst..`).
     Bitcast { from: Type, to: Type, dst: Reg, src: Reg },
     /// `dst` (`elem`, a float type) = `code`'s value of the nibble at bit
-    /// `shift` of `word` times the f16 `scale`, the exact product rounded
-    /// once to `elem` (a quantized tile load's element, a dequantized
-    /// cooperative tensor's slot); on every lane.
-    Dequant { code: QuantCode, elem: Scalar, dst: Reg, word: Reg, shift: Reg, scale: Reg },
+    /// `shift` of `word` times the f16 `scale` plus the f16 `bias` where
+    /// there is one, the exact value rounded once to `elem` (a quantized
+    /// tile load's element, a dequantized cooperative tensor's slot); on
+    /// every lane.
+    Dequant { code: QuantCode, elem: Scalar, dst: Reg, word: Reg, shift: Reg, scale: Reg, bias: Option<Reg> },
     /// A per-component intrinsic (math, min/max, select, bit counts).
     Call { func: Intrinsic, precision: Precision, ty: Scalar, dst: Reg, args: [Reg; 3] },
     /// A SIMD-group function on one component.
@@ -641,8 +642,8 @@ impl Lowering<'_> {
                 let (base, capacity) = (self.coop_regs[tensor.0 as usize], self.layouts[tensor.0 as usize].capacity);
                 self.emit(Inst::CoopSet { base, capacity, index: i.reg, src: v.reg, tensor: tensor.0 });
             }
-            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
-                self.cooperative_dequantize(*tensor, (*code, *layout), (*words, offset, stride), (*scales, scale_offset, scale_stride), group_shift);
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
+                self.cooperative_dequantize(*tensor, (*code, *layout), (*words, offset, stride), (*scales, scale_offset, scale_stride, *biases), group_shift);
             }
             StmtKind::CooperativeLoad { tensor, src: view } | StmtKind::CooperativeStore { tensor, dst: view } => {
                 let store = matches!(kind, StmtKind::CooperativeStore { .. });
@@ -690,11 +691,13 @@ impl Lowering<'_> {
     }
 
     /// `StmtKind::CooperativeDequantize`, slot by slot: each thread's valid
-    /// slot (r, c) loads its word and scale (each a `Load` the sanitizer
-    /// records) and decodes the nibble into the slot, the word and nibble
-    /// where `quant_layout` puts K row c, N column r
-    /// ([`QuantLayout::locate`]); invalid slots are left as they are.
-    fn cooperative_dequantize(&mut self, tensor: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: (Memory, &Expr, &Expr), scales: (Memory, &Expr, &Expr), group_shift: &Expr) {
+    /// slot (r, c) loads its word, scale and bias (each a `Load` the
+    /// sanitizer records) and decodes the nibble into the slot, the word and
+    /// nibble where `quant_layout` puts K row c, N column r
+    /// ([`QuantLayout::locate`]), the scale and bias where it puts group
+    /// `c >> group_shift` of column r ([`QuantLayout::scale_index`]);
+    /// invalid slots are left as they are.
+    fn cooperative_dequantize(&mut self, tensor: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: (Memory, &Expr, &Expr), scales: (Memory, &Expr, &Expr, Option<Memory>), group_shift: &Expr) {
         let scope = self.kernel.cooperative(tensor).scope;
         let [offset, stride, scale_offset, scale_stride, shift] = [words.1, words.2, scales.1, scales.2, group_shift].map(|e| self.snapshot(e).reg);
         let held = self.held(tensor);
@@ -704,6 +707,7 @@ impl Lowering<'_> {
         }
         let (word_ty, scale_ty) = (self.elem_of(words.0), self.elem_of(scales.0));
         let (slot, index, word, scale, value) = (self.temp(1), self.temp(1), self.temp(1), self.temp(1), self.temp(1));
+        let bias = scales.3.map(|b| (b, self.elem_of(b), self.temp(1)));
         // Where slot (r, c)'s weight lies: K row c, N column r of the words.
         let located = |at: Option<(u32, u32)>| at.map_or((0, 0, 0), |(r, c)| quant_layout.locate(c, r));
         for i in 0..layout.capacity {
@@ -720,13 +724,19 @@ impl Lowering<'_> {
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: word_in_row });
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: offset });
                 l.scalar_of_memory(words.0, word_ty, index, word);
-                // The scale: scale_offset + (c >> group_shift)·scale_stride + r.
+                // The scale (and bias): scale_offset + (c >> group_shift)·scale_stride + r,
+                // in columns scale_offset + r·scale_stride + (c >> group_shift).
                 l.emit(Inst::Binary { op: BinaryOp::Shr, ty: Scalar::U32, dst: index, a: col, b: shift });
-                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: index, a: index, b: scale_stride });
-                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: row });
+                let (major, minor) = if quant_layout == QuantLayout::Columns { (row, index) } else { (index, row) };
+                // `scale` holds the product until the scale is loaded into it.
+                l.emit(Inst::Binary { op: BinaryOp::Mul, ty: Scalar::U32, dst: scale, a: major, b: scale_stride });
+                l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: scale, b: minor });
                 l.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: index, b: scale_offset });
                 l.scalar_of_memory(scales.0, scale_ty, index, scale);
-                l.emit(Inst::Dequant { code, elem: held.elem, dst: value, word, shift: nibble_shift, scale });
+                if let Some((mem, elem, reg)) = bias {
+                    l.scalar_of_memory(mem, elem, index, reg);
+                }
+                l.emit(Inst::Dequant { code, elem: held.elem, dst: value, word, shift: nibble_shift, scale, bias: bias.map(|b| b.2) });
                 l.emit(Inst::Copy { dst: held.base + i, src: value });
             });
         }
@@ -979,7 +989,7 @@ impl Lowering<'_> {
                     self.emit(Inst::Binary { op: BinaryOp::Add, ty: Scalar::U32, dst: index, a: so.reg, b: column });
                     self.scalar_of_memory(*scales, scale_ty, index, scale);
                     let shift = self.lane_table(move |lane| (4 * place(lane).2) as u64);
-                    self.emit(Inst::Dequant { code: *code, elem: Scalar::F16, dst: dst + i, word, shift, scale });
+                    self.emit(Inst::Dequant { code: *code, elem: Scalar::F16, dst: dst + i, word, shift, scale, bias: None });
                 }
                 Operand { reg: dst, ty: Type::Matrix(*ty) }
             }

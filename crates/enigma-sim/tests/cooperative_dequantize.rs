@@ -1,8 +1,9 @@
 //! `cooperative_dequantize` on the simulator: every element of an f32 or
 //! f16 cooperative tensor from seed 002's packed 4-bit words and f16 group
 //! scales, against a plain-Rust reference, at awkward shapes and scopes,
-//! both codes, group shifts 5 to 7, words and scales in device and
-//! threadgroup memory, the words in seed 002's rows or in fragment order;
+//! every code, group shifts 5 to 7, words and scales in device and
+//! threadgroup memory, the words in seed 002's rows, in fragment order or
+//! in MLX's columns (with f16 biases: `uint4 · scale + bias` rounded once);
 //! the sanitizer sees each element's reads (an out-of-bounds word, a race
 //! with a write before the barrier).
 
@@ -89,8 +90,9 @@ fn scales(n: usize, seed: u32) -> Vec<f32> {
 }
 
 /// Where the weights lie: in `layout`, `offset` words before the first, a
-/// row of words (of units, in fragment order) every `stride` words,
-/// `scale_offset` and `scale_stride` likewise.
+/// row of words (of units, in fragment order; a column's, in MLX's
+/// columns) every `stride` words, `scale_offset` and `scale_stride`
+/// likewise; with `biased`, biases beside the scales.
 #[derive(Clone, Copy, Debug)]
 struct Packing {
     layout: QuantLayout,
@@ -99,29 +101,52 @@ struct Packing {
     scale_offset: u32,
     scale_stride: u32,
     group_shift: u32,
+    biased: bool,
 }
 
 impl Packing {
-    fn words_len(&self, cols: u32) -> usize {
-        (self.offset + cols.div_ceil(self.layout.unit().0) * self.stride) as usize
+    fn words_len(&self, (rows, cols): (u32, u32)) -> usize {
+        let rows_of_words = if self.layout == QuantLayout::Columns { rows } else { cols.div_ceil(self.layout.unit().0) };
+        (self.offset + rows_of_words * self.stride) as usize
     }
-    fn scales_len(&self, cols: u32) -> usize {
-        (self.scale_offset + (((cols - 1) >> self.group_shift) + 1) * self.scale_stride) as usize
+    fn scales_len(&self, (rows, cols): (u32, u32)) -> usize {
+        let groups = ((cols - 1) >> self.group_shift) + 1;
+        (self.scale_offset + if self.layout == QuantLayout::Columns { rows } else { groups } * self.scale_stride) as usize
     }
 }
 
+/// `x` rounded to the nearest f16 (ties to the even one): the f16 of its
+/// f32 rounding or a neighbour of it, whichever lies nearest `x` in f64.
+fn nearest_f16(x: f64) -> f32 {
+    let h = f32_to_f16_bits(x as f32);
+    let mut best = h;
+    for c in [h.wrapping_sub(1), h.wrapping_add(1)] {
+        let (v, b) = (f64::from(f16_bits_to_f32(c)), f64::from(f16_bits_to_f32(best)));
+        // Neighbouring bits are neighbouring values within one sign.
+        if !v.is_finite() || (c ^ h) & 0x8000 != 0 {
+            continue;
+        }
+        if (v - x).abs() < (b - x).abs() || ((v - x).abs() == (b - x).abs() && c % 2 == 0) {
+            best = c;
+        }
+    }
+    f16_bits_to_f32(best)
+}
+
 /// The reference: element (r, c) of a `rows × cols` tensor, row-major,
-/// the exact product rounded once to `elem`.
-fn reference(code: QuantCode, p: Packing, words: &[u32], scales: &[f32], (rows, cols): (u32, u32), elem: Scalar) -> Vec<f32> {
+/// the exact value (the code's value times the scale, plus the bias where
+/// there are biases), in f64, rounded once to `elem`.
+fn reference(code: QuantCode, p: Packing, words: &[u32], (scales, biases): (&[f32], &[f32]), (rows, cols): (u32, u32), elem: Scalar) -> Vec<f32> {
     let mut out = vec![];
     for r in 0..rows {
         for c in 0..cols {
             // K row c, N column r of the packed words.
             let (unit_row, word, nibble) = p.layout.locate(c, r);
             let word = words[(p.offset + unit_row * p.stride + word) as usize];
-            let scale = scales[(p.scale_offset + (c >> p.group_shift) * p.scale_stride + r) as usize];
-            let exact = code.value(word >> (4 * nibble)) * scale;
-            out.push(if elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact)) } else { exact });
+            let at = (p.scale_offset + p.layout.scale_index(c >> p.group_shift, r, p.scale_stride)) as usize;
+            let product = f64::from(code.value(word >> (4 * nibble))) * f64::from(scales[at]);
+            let exact = if p.biased { product + f64::from(biases[at]) } else { product };
+            out.push(if elem == Scalar::F16 { nearest_f16(exact) } else { exact as f32 });
         }
     }
     out
@@ -135,6 +160,7 @@ fn dequantizer(code: QuantCode, p: Packing, (rows, cols): (u32, u32), elem: Scal
     let mut k = KernelBuilder::new("dequantize");
     let words = k.buffer("words", Type::U32, Access::Read);
     let scales = k.buffer("scales", Type::F16, Access::Read);
+    let biases = p.biased.then(|| k.buffer("biases", Type::F16, Access::Read));
     let out = k.buffer("out", Type::scalar(elem), Access::ReadWrite);
     let t = k.cooperative_tensor("weights", elem, rows, cols, scope);
     let (words, scales) = match staged {
@@ -151,7 +177,10 @@ fn dequantizer(code: QuantCode, p: Packing, (rows, cols): (u32, u32), elem: Scal
             (tw, ts)
         }
     };
-    k.cooperative_dequantize(t, (code, p.layout), (words, p.offset, p.stride), (scales, p.scale_offset, p.scale_stride), p.group_shift);
+    match biases {
+        Some(b) => k.cooperative_dequantize_with_biases(t, (code, p.layout), (words, p.offset, p.stride), (scales, p.scale_offset, p.scale_stride), b, p.group_shift),
+        None => k.cooperative_dequantize(t, (code, p.layout), (words, p.offset, p.stride), (scales, p.scale_offset, p.scale_stride), p.group_shift),
+    }
     k.cooperative_store(t, &Tensor::new(out, [cols, rows]));
     k.finish().unwrap()
 }
@@ -159,11 +188,16 @@ fn dequantizer(code: QuantCode, p: Packing, (rows, cols): (u32, u32), elem: Scal
 /// Dequantizes on the simulator under the sanitizer and compares with the
 /// reference.
 fn check(code: QuantCode, p: Packing, shape: (u32, u32), elem: Scalar, scope: ExecutionScope, staged: bool, seed: u32) {
-    let words: Vec<u32> = (0..p.words_len(shape.1)).map(|i| hash(i as u32, seed)).collect();
-    let scale_values = scales(p.scales_len(shape.1), seed + 1);
+    let words: Vec<u32> = (0..p.words_len(shape)).map(|i| hash(i as u32, seed)).collect();
+    let scale_values = scales(p.scales_len(shape), seed + 1);
+    let bias_values = if p.biased { scales(p.scales_len(shape), seed + 2) } else { vec![] };
     let kernel = dequantizer(code, p, shape, elem, scope, staged.then_some(true), (words.len(), scale_values.len()));
-    let want = reference(code, p, &words, &scale_values, shape, elem);
-    let data = [Data::Words(words), Data::Halves(scale_values), Data::Output(elem, want.len())];
+    let want = reference(code, p, &words, (&scale_values, &bias_values), shape, elem);
+    let mut data = vec![Data::Words(words), Data::Halves(scale_values)];
+    if p.biased {
+        data.push(Data::Halves(bias_values));
+    }
+    data.push(Data::Output(elem, want.len()));
     let (out, findings) = run(&kernel, &data, scope.threads(), true).unwrap();
     let what = format!("{code} {p:?} {shape:?} {elem} {scope} staged {staged}");
     assert!(findings.is_empty(), "{what}: {findings:#?}");
@@ -185,7 +219,7 @@ fn every_element_is_the_weight_times_its_groups_scale_rounded_once() {
         ((40, 72), ExecutionScope::Simdgroups(3), 6, Scalar::F16, false),
     ];
     for (seed, ((rows, cols), scope, group_shift, elem, staged)) in cases.into_iter().enumerate() {
-        let p = Packing { layout: QuantLayout::Rows, offset: 3 + seed as u32, stride: rows + 5, scale_offset: 7, scale_stride: rows + 2, group_shift };
+        let p = Packing { layout: QuantLayout::Rows, offset: 3 + seed as u32, stride: rows + 5, scale_offset: 7, scale_stride: rows + 2, group_shift, biased: false };
         for code in QuantCode::ALL {
             check(code, p, (rows, cols), elem, scope, staged, seed as u32);
         }
@@ -205,18 +239,43 @@ fn fragment_ordered_words_decode_where_the_layout_puts_them() {
     ];
     for (seed, ((rows, cols), scope, group_shift, elem, staged)) in cases.into_iter().enumerate() {
         let stride = u32::div_ceil(rows, 16) * 128 + 4 * seed as u32;
-        let p = Packing { layout: QuantLayout::Fragments, offset: 4 * seed as u32, stride, scale_offset: 5, scale_stride: rows + 3, group_shift };
+        let p = Packing { layout: QuantLayout::Fragments, offset: 4 * seed as u32, stride, scale_offset: 5, scale_stride: rows + 3, group_shift, biased: false };
         for code in QuantCode::ALL {
             check(code, p, (rows, cols), elem, scope, staged, 40 + seed as u32);
         }
     }
 }
 
+/// MLX's columns (`[N][K/8]` words, `[N][K/group]` scales and biases,
+/// a column's words and groups `stride` apart): every code with and
+/// without biases, the affine `uint4` with them as MLX stores it; the
+/// scales and biases have full mantissas and subnormals, so f16 elements
+/// round.
+#[test]
+fn mlx_columns_with_biases_decode_to_the_exact_value_rounded_once() {
+    let cases = [
+        ((24u32, 64u32), ExecutionScope::Simdgroups(2), 5u32, Scalar::F16, true),
+        ((64, 128), ExecutionScope::Simdgroups(4), 6, Scalar::F32, false),
+        ((16, 72), ExecutionScope::Simdgroup, 5, Scalar::F16, false),
+        ((40, 136), ExecutionScope::Simdgroups(3), 7, Scalar::F32, true),
+    ];
+    for (seed, ((rows, cols), scope, group_shift, elem, staged)) in cases.into_iter().enumerate() {
+        let stride = cols.div_ceil(8) + seed as u32;
+        let scale_stride = ((cols - 1) >> group_shift) + 1 + 2 * seed as u32;
+        for biased in [true, false] {
+            let p = Packing { layout: QuantLayout::Columns, offset: 2 + seed as u32, stride, scale_offset: 3, scale_stride, group_shift, biased };
+            for code in QuantCode::ALL {
+                check(code, p, (rows, cols), elem, scope, staged, 80 + seed as u32);
+            }
+        }
+    }
+}
+
 #[test]
 fn the_sanitizer_sees_each_elements_reads() {
-    let p = Packing { layout: QuantLayout::Rows, offset: 0, stride: 16, scale_offset: 0, scale_stride: 16, group_shift: 5 };
+    let p = Packing { layout: QuantLayout::Rows, offset: 0, stride: 16, scale_offset: 0, scale_stride: 16, group_shift: 5, biased: false };
     let (rows, cols) = (16, 64);
-    let (words_len, scales_len) = (p.words_len(cols), p.scales_len(cols));
+    let (words_len, scales_len) = (p.words_len((rows, cols)), p.scales_len((rows, cols)));
     // Words one row short: the last row's reads fall outside the buffer.
     let kernel = dequantizer(QuantCode::Int4, p, (rows, cols), Scalar::F32, ExecutionScope::Simdgroups(2), None, (0, 0));
     let short = [Data::Words(vec![0x8888_8888; words_len - 16]), Data::Halves(vec![1.0; scales_len]), Data::Output(Scalar::F32, (rows * cols) as usize)];

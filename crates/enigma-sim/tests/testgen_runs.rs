@@ -199,11 +199,12 @@ fn overlapped_cooperative_cases_match_the_product_from_the_buffer() {
 }
 
 /// Some cooperative phases multiply a left operand dequantized from 4-bit
-/// weights (both codes, f32 and f16 tensors, words in rows and in fragment
-/// order, words and scales in device and threadgroup memory); they run clean under the sanitizer and leave
-/// what the same product leaves with that operand read from a buffer of the
-/// weights decoded here (`QuantCode::value` times the scale, rounded to the
-/// tensor's type).
+/// weights (every code, f32 and f16 tensors, words in rows, in fragment
+/// order and in MLX's columns, with and without biases, words and scales in
+/// device and threadgroup memory); they run clean under the sanitizer and
+/// leave what the same product leaves with that operand read from a buffer
+/// of the weights decoded here (`QuantCode::value` times the scale plus the
+/// bias, in f64, rounded once to the tensor's type).
 #[test]
 fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
     use enigma_backend::half::{f16_bits_to_f32, f32_to_f16_bits};
@@ -213,13 +214,13 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         Expr::Literal(l) if l.ty == Scalar::U32 => l.value.as_i64() as u32,
         other => panic!("not a u32 literal: {other:?}"),
     };
-    let (mut seen, mut kinds, mut layouts) = (0, std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    let (mut seen, mut kinds, mut layouts, mut with_biases) = (0, std::collections::BTreeSet::new(), std::collections::BTreeSet::new(), 0);
     for seed in 0..400 {
         let case = testgen::case(seed);
         let Some(at) = case.kernel.body.iter().position(|s| matches!(s.kind, StmtKind::CooperativeDequantize { .. })) else {
             continue;
         };
-        let StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } = &case.kernel.body[at].kind
+        let StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } = &case.kernel.body[at].kind
         else {
             unreachable!()
         };
@@ -233,15 +234,18 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         };
         let (word_data, staged_words) = data_of(words, "coop_words");
         let (scale_data, staged_scales) = data_of(scales, "coop_scales");
+        let bias_data = biases.as_ref().map(|b| data_of(b, "coop_biases").0);
         let t = case.kernel.cooperative(*tensor).clone();
         let mut weights = vec![];
         for r in 0..t.rows {
             for c in 0..t.cols {
                 let (unit_row, word, nibble) = layout.locate(c, r);
                 let word = word_data[(literal(offset) + unit_row * literal(stride) + word) as usize];
-                let scale = f16_bits_to_f32(scale_data[(literal(scale_offset) + (c >> literal(group_shift)) * literal(scale_stride) + r) as usize] as u16);
-                let exact = code.value(word >> (4 * nibble)) * scale;
-                let value = if t.elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact)) } else { exact };
+                let at = (literal(scale_offset) + layout.scale_index(c >> literal(group_shift), r, literal(scale_stride))) as usize;
+                let scale = f16_bits_to_f32(scale_data[at] as u16);
+                let bias = bias_data.as_ref().map_or(0.0, |b| f16_bits_to_f32(b[at] as u16));
+                let exact = f64::from(code.value(word >> (4 * nibble))) * f64::from(scale) + f64::from(bias);
+                let value = if t.elem == Scalar::F16 { f16_bits_to_f32(f32_to_f16_bits(exact as f32)) } else { exact as f32 };
                 weights.push(value.to_bits());
             }
         }
@@ -269,10 +273,12 @@ fn dequantized_left_operands_match_the_weights_decoded_on_the_host() {
         seen += 1;
         kinds.insert((code.name(), t.elem.to_string(), staged_words, staged_scales));
         layouts.insert(layout.name());
+        with_biases += usize::from(biases.is_some());
     }
     assert!(seen >= 8, "only {seen} of 400 cases dequantize a left operand");
     assert!(kinds.len() >= 8, "only these (code, type, staged words, staged scales) appeared: {kinds:?}");
-    assert_eq!(layouts.len(), 2, "only these layouts of the words appeared: {layouts:?}");
+    assert_eq!(layouts.len(), 3, "only these layouts of the words appeared: {layouts:?}");
+    assert!(with_biases > 0, "no case of {seen} dequantizes with biases");
 }
 
 /// Some cooperative phases reduce their product and combine the result

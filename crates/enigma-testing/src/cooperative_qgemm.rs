@@ -8,7 +8,8 @@
 //! (`enigma-cuda/tests/library.rs`, `wgmma` on sm_90a): through
 //! `Ops::qmatmul` asked for it, at awkward shapes ([`check_shapes`]) and
 //! with K split ([`check_k_splits`]), on fragment-ordered words
-//! ([`check_fragment_order`]); and
+//! ([`check_fragment_order`]), on MLX's affine weights
+//! ([`check_mlx_affine`]); and
 //! every tile and pipeline depth that fits the device dispatched directly
 //! ([`check_pipeline_depths`]) in each walk over the tiles
 //! ([`check_rasterisation`]).
@@ -142,6 +143,42 @@ fn fragment_order_kernels(rt: &Runtime, options: Options, format: Format, [m, n,
     let got = download(&c, Scalar::F16, m * n).unwrap();
     assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], DType::F16);
     launches.into_iter().map(|l| l.kernel).collect()
+}
+
+/// `Ops::qmatmul` asked for the kernel on MLX's affine weights (`[N][K/8]`
+/// words, `[N][K/group]` scales and biases, each weight `code · scale +
+/// bias`, decoded from the scales' and biases' buffers): at M = 1, 16, 33
+/// and 100 (rows past M), N and K whole tiles of 128 (what the kernel takes
+/// for them), every group size, staged by each thread's copies and by tile
+/// copies, unsplit and split 3 ways (summed by the reduction and by each
+/// tile's last threadgroup), C f16 and f32: against the f64 product, clean
+/// under the sanitizer where `sanitize`; and N not a whole tile refused,
+/// with the numbers.
+pub fn check_mlx_affine(rt: &Runtime, sanitize: bool) {
+    let shapes = [[1, 128, 128, 64], [16, 256, 256, 32], [33, 128, 384, 128], [100, 256, 256, 64]];
+    for (i, &[m, n, k, group]) in shapes.iter().enumerate() {
+        let x = inputs(rt, Format::MlxAffine, [m, n, k, group]);
+        let sum = if i % 2 == 0 { SplitSum::Reduction } else { SplitSum::LastThreadgroup };
+        for (tile_copies, splits, split_sum) in [(false, None, None), (true, None, None), (i % 2 == 1, Some(3), Some(sum))] {
+            let options = cooperative(sanitize);
+            let gemm = GemmOptions { k_splits: splits, split_sum, tile_copies: Some(tile_copies), ..options.gemm };
+            let ops = Ops::new(rt).with_options(Options { gemm, ..options });
+            let out = if i == 2 { DType::F32 } else { DType::F16 };
+            let what = format!("mlx_affine {out} {m}x{n}x{k} group {group}, tile copies {tile_copies}, splits {splits:?} summed by {split_sum:?}");
+            let c = ops.qmatmul(&x.a_buffer, &x.weights, m, out).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let launches = ops.take_launches();
+            assert!(launches[0].kernel.starts_with("qgemm_coop_mlx_affine_"), "{what}: {}", launches[0].kernel);
+            assert_eq!(launches[0].kernel.contains("_tiles"), tile_copies, "{what}: {}", launches[0].kernel);
+            for l in &launches {
+                assert!(l.report.findings.is_empty(), "{what}: {}: {:?}", l.kernel, l.report.findings);
+            }
+            let got = download(&c, out.scalar(), m * n).unwrap();
+            assert_close(&format!("{} {what}", launches[0].kernel), &got, &x, [m, n, k], out);
+        }
+    }
+    let x = inputs(rt, Format::MlxAffine, [16, 200, 128, 64]);
+    let err = Ops::new(rt).with_options(cooperative(sanitize)).qmatmul(&x.a_buffer, &x.weights, 16, DType::F16).unwrap_err().to_string();
+    assert!(err.contains("mlx_affine weights of N = 200 and K = 128 need N a multiple of the"), "{err}");
 }
 
 /// `Ops::qmatmul` asked for the kernel with K split 2, 3 and 5 ways

@@ -219,7 +219,7 @@ class CooperativeTensor:
         raise outside_a_kernel("combine(...)")
 
     def dequantize(self, code: str, words: Any, word_offset: Num, word_stride: Num, scales: Any, scale_offset: Num, scale_stride: Num,
-                   group_shift: Num, layout: str = "rows") -> None:
+                   group_shift: Num, layout: str = "rows", biases: Any = None) -> None:
         """Every element (row r, column c) of this f32 or f16 tensor set to a
         4-bit weight times its group's scale, the exact product rounded
         once to the tensor's type: the weight is nibble ``c % 8`` (bits
@@ -239,7 +239,15 @@ class CooperativeTensor:
         ``word_stride`` words; within a unit, word ``4·l + q`` holds lane
         ``l``'s weights of K rows ``16q …`` (nibble ``h + 2·half + 4·p`` is
         K row ``16q + 8h + 2·(l % 4) + p``, column ``8·half + l // 4``), so
-        on CUDA a thread's words of a unit are one 16-byte load."""
+        on CUDA a thread's words of a unit are one 16-byte load.
+        ``layout="columns"`` reads MLX's ``[N][K/8]`` words and
+        ``[N][K/group]`` scales: the weight is nibble ``c % 8`` of
+        ``words[word_offset + r * word_stride + c // 8]``, the scale
+        ``scales[scale_offset + r * scale_stride + (c >> group_shift)]``.
+        ``code="uint4"`` decodes the nibble as it is (0 … 15), and
+        ``biases`` (f16, indexed as the scales) adds each group's bias: the
+        weight is then ``code · scale + bias``, the exact value rounded once
+        (MLX's affine format is ``"uint4"`` in ``"columns"`` with biases)."""
         raise outside_a_kernel("dequantize(...)")
 
 

@@ -179,17 +179,19 @@ template <typename T, int R, int C, bool ALIGNED = false, typename P> __device__
 
 // 4-bit weights decoded on load (Expr::MatrixLoadQuantized): element (r, c)
 // is the value of nibble enigma_q4_nibble of word enigma_q4_word (QuantLayout::
-// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c])
-// times s[c], rounded once to f16.
-enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1 };
-enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1 };
+// locate: in seed 002's [K/8][N] layout nibble r % 8 of w[(r / 8) * stride + c];
+// in MLX's [N][K/8] columns nibble r % 8 of w[c * stride + r / 8]) times s[c],
+// rounded once to f16.
+enum enigma_q4 { enigma_int4 = 0, enigma_fp4 = 1, enigma_uint4 = 2 };
+enum enigma_q4_layout { enigma_q4_rows = 0, enigma_q4_fragments = 1, enigma_q4_columns = 2 };
 
 template <enigma_q4_layout LAYOUT> __device__ inline unsigned enigma_q4_word(unsigned r, unsigned c, unsigned stride) {
     if (LAYOUT == enigma_q4_rows) return (r / 8) * stride + c;
+    if (LAYOUT == enigma_q4_columns) return c * stride + r / 8;
     return (r / 64) * stride + (c / 16) * 128 + 4 * (4 * (c % 8) + (r % 8) / 2) + (r % 64) / 16;
 }
 template <enigma_q4_layout LAYOUT> __device__ inline unsigned enigma_q4_nibble(unsigned r, unsigned c) {
-    if (LAYOUT == enigma_q4_rows) return r % 8;
+    if (LAYOUT != enigma_q4_fragments) return r % 8;
     return (r % 16) / 8 + 2 * ((c % 16) / 8) + 4 * (r % 2);
 }
 
@@ -198,15 +200,20 @@ __device__ inline __half2 enigma_h2(unsigned u) {
 }
 
 // The f16 pair (value of the low nibble, value of the high nibble) of byte
-// `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 then
-// ORs in the exponent of 1024 (the low nibble as the mantissa's low bits, the
-// high one 16 times that) and one HFMA2 gives n - 8 exactly; FP4 looks the
-// magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs the signs in.
+// `index` of q, unscaled. The byte goes to bytes 0 and 2 (one PRMT); INT4 and
+// UINT4 then OR in the exponent of 1024 (the low nibble as the mantissa's low
+// bits, the high one 16 times that) and one HFMA2 gives n - 8 (n) exactly; FP4
+// looks the magnitudes' high bytes up in a PRMT table (low bytes are 0) and ORs
+// the signs in.
 template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, unsigned index) {
     const unsigned y = __byte_perm(q, 0u, 0x4040u | (index << 8) | index);
     if (CODE == enigma_int4) {
         // (1024 + lo, 1024 + 16 hi) · (1, 1/16) + (-1032, -72).
         return __hfma2(enigma_h2(enigma::and_or(y, 0x00F0000Fu, 0x64006400u)), enigma_h2(0x2C003C00u), enigma_h2(0xD480E408u));
+    }
+    if (CODE == enigma_uint4) {
+        // (1024 + lo, 1024 + 16 hi) · (1, 1/16) + (-1024, -64).
+        return __hfma2(enigma_h2(enigma::and_or(y, 0x00F0000Fu, 0x64006400u)), enigma_h2(0x2C003C00u), enigma_h2(0xD400E400u));
     }
     // E2M1 magnitudes 0, 0.5, 1, 1.5 | 2, 3, 4, 6: the f16 high bytes.
     const unsigned magnitude = __byte_perm(0x3E3C3800u, 0x46444240u, ((y << 4) | (y >> 8)) & 0x7070u);
@@ -214,19 +221,20 @@ template <enigma_q4 CODE> __device__ inline __half2 enigma_q4_pair(unsigned q, u
 }
 
 // The four f16 pairs of a fragment-ordered word, unscaled: pair j holds
-// nibbles j and j + 4. INT4 masks each pair into the mantissas under the
-// exponent of 1024 (pairs 1 and 3 sixteen times over) and one HADD2 / HFMA2
-// gives n - 8 exactly; FP4 moves each E2M1 code's magnitude bits to the low
+// nibbles j and j + 4. INT4 and UINT4 mask each pair into the mantissas under
+// the exponent of 1024 (pairs 1 and 3 sixteen times over) and one HSUB2 /
+// HFMA2 gives n - 8 (n) exactly; FP4 moves each E2M1 code's magnitude bits to the low
 // exponent and mantissa bits of an f16 and its sign to the sign bit, which is
 // the value times 2^-14 (subnormal where e = 0), and scales by 2^14 exactly.
 template <enigma_q4 CODE> __device__ inline void enigma_q4_quad(unsigned q, __half2 (&v)[4]) {
-    if (CODE == enigma_int4) {
+    if (CODE == enigma_int4 || CODE == enigma_uint4) {
         const unsigned hi = q >> 8;
-        // 1032 = 0x6408; 1/16 = 0x2C00; -72 = 0xD480.
-        v[0] = __hsub2(enigma_h2(enigma::and_or(q, 0x000F000Fu, 0x64006400u)), enigma_h2(0x64086408u));
-        v[1] = __hfma2(enigma_h2(enigma::and_or(q, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(0xD480D480u));
-        v[2] = __hsub2(enigma_h2(enigma::and_or(hi, 0x000F000Fu, 0x64006400u)), enigma_h2(0x64086408u));
-        v[3] = __hfma2(enigma_h2(enigma::and_or(hi, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(0xD480D480u));
+        // 1032 = 0x6408 (1024 = 0x6400); 1/16 = 0x2C00; -72 = 0xD480 (-64 = 0xD400).
+        const unsigned low = CODE == enigma_int4 ? 0x64086408u : 0x64006400u, high = CODE == enigma_int4 ? 0xD480D480u : 0xD400D400u;
+        v[0] = __hsub2(enigma_h2(enigma::and_or(q, 0x000F000Fu, 0x64006400u)), enigma_h2(low));
+        v[1] = __hfma2(enigma_h2(enigma::and_or(q, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(high));
+        v[2] = __hsub2(enigma_h2(enigma::and_or(hi, 0x000F000Fu, 0x64006400u)), enigma_h2(low));
+        v[3] = __hfma2(enigma_h2(enigma::and_or(hi, 0x00F000F0u, 0x64006400u)), enigma_h2(0x2C002C00u), enigma_h2(high));
     } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {

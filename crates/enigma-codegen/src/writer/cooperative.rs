@@ -369,20 +369,24 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 ));
             }
             StmtKind::CooperativeCombine { dest, src, op } => self.mpp_combine(*dest, *src, *op)?,
-            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
                 // Slot by slot at each slot's coordinates, as the simulator
                 // does, each element the tile helpers' `enigma_q4_weight`.
                 self.dialect.use_matrices();
                 let name = self.coop_name(*tensor)?;
                 let elem = self.kernel.cooperative(*tensor).elem.msl_name();
                 let (words, scales) = (self.scalar_pointer(*words, offset)?, self.scalar_pointer(*scales, scale_offset)?);
+                let biases = match biases {
+                    Some(b) => format!("{}, ", self.scalar_pointer(*b, scale_offset)?),
+                    None => String::new(),
+                };
                 let [stride, scale_stride, group_shift] = [stride, scale_stride, group_shift].map(|e| self.expr(e).map(|v| v.code.text));
                 let (stride, scale_stride, group_shift) = (stride?, scale_stride?, group_shift?);
                 self.line(&format!("for (uint enigma_i = 0u; enigma_i < uint({name}.get_capacity()); ++enigma_i) {{"));
                 self.line(&format!("    if ({name}.is_valid_element(enigma_i)) {{"));
                 self.line(&format!("        auto enigma_at = {name}.get_multidimensional_index(enigma_i);"));
                 self.line(&format!(
-                    "        {name}[enigma_i] = {elem}(enigma_q4_weight<enigma_q4_{}>(enigma_{code}, {words}, {stride}, {scales}, {scale_stride}, {group_shift}, uint(enigma_at[1]), uint(enigma_at[0])));",
+                    "        {name}[enigma_i] = enigma_q4_weight<{elem}, enigma_q4_{}>(enigma_{code}, {words}, {stride}, {scales}, {biases}{scale_stride}, {group_shift}, uint(enigma_at[1]), uint(enigma_at[0]));",
                     layout.name()
                 ));
                 self.line("    }");

@@ -204,12 +204,16 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let v = self.top_expr(value)?.code.text;
                 self.line(&format!("enigma_coop_at({name}, {i}) = {v};"));
             }
-            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
                 let name = self.coop_name(*tensor)?;
                 let (words, scales) = (self.scalar_pointer(*words, offset)?, self.scalar_pointer(*scales, scale_offset)?);
+                let biases = match biases {
+                    Some(b) => format!("{}, ", self.scalar_pointer(*b, scale_offset)?),
+                    None => String::new(),
+                };
                 let [stride, scale_stride, group_shift] = [stride, scale_stride, group_shift].map(|e| self.expr(e).map(|v| v.code.text));
                 let position = self.slot_position(*tensor);
-                self.line(&format!("enigma_coop_dequantize<enigma_{code}, enigma_q4_{}>({name}, {words}, {}, {scales}, {}, {}, {position});", layout.name(), stride?, scale_stride?, group_shift?));
+                self.line(&format!("enigma_coop_dequantize<enigma_{code}, enigma_q4_{}>({name}, {words}, {}, {scales}, {biases}{}, {}, {position});", layout.name(), stride?, scale_stride?, group_shift?));
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
                 let d = self.kernel.cooperative(*dest);

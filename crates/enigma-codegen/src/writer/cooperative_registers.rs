@@ -178,8 +178,8 @@ impl<'k, D: Dialect> Writer<'k, D> {
                 let v = self.top_expr(value)?.code.text;
                 self.line(&format!("{name}[{i}] = {v};"));
             }
-            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
-                self.dequantize(*tensor, (*code, *layout), *words, *scales, [offset, stride, scale_offset, scale_stride, group_shift])?;
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
+                self.dequantize(*tensor, (*code, *layout), *words, (*scales, *biases), [offset, stride, scale_offset, scale_stride, group_shift])?;
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => self.reduce(*src, *dest, *axis, *op)?,
             StmtKind::CooperativeCombine { dest, src, op } => self.combine(*dest, *src, *op)?,
@@ -193,14 +193,17 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// stride and the group shift. The nibbles decode through the tile
     /// helpers' `enigma_q4_pair` (the 4-bit codes' values in f16, exactly).
     /// Generally slot by slot: the exact f32 product of the value and the
-    /// scale, rounded once to the tensor's type. In the `wgmma` accumulator
+    /// scale, rounded once to the tensor's type (with biases one fused
+    /// multiply-add in the tensor's type). In the `wgmma` accumulator
     /// layout ([`Layout::Wgmma`]) slots `2q` and `2q + 1` are columns
     /// `c, c + 1` of one row with `c` even, nibbles `c % 8` and `c % 8 + 1`
     /// of one word (its byte `c % 8 / 2`, which is `(t % 4)` for every pair
     /// of thread `t`, so computed once): the pair is decoded at once, its
     /// word loaded once and its scale once where both columns are in one
     /// group, and an f16 tensor takes the pair times its scales with one
-    /// `__hmul2` (one rounding of each exact product). Where the shift puts
+    /// `__hmul2` (one rounding of each exact product; with biases one
+    /// `__hfma2`). MLX's columns ([`QuantLayout::Columns`]) hold the pair in
+    /// the same byte of their word as seed 002's rows. Where the shift puts
     /// every column of the tensor in its first group (`cols ≤ 2^shift`, a
     /// uniform test) each row's scale is one load, whatever the pair. Words
     /// in fragment order ([`QuantLayout::Fragments`]) hold a thread's pairs
@@ -208,7 +211,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// per block, or one 16-byte load per 64 columns (a unit) where the
     /// tensor's columns are whole units, each word decoded four pairs at
     /// once (`enigma_q4_quad`).
-    fn dequantize(&mut self, id: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: Memory, scales: Memory, values: [&Expr; 5]) -> Result<(), CodegenError> {
+    fn dequantize(&mut self, id: CoopId, (code, quant_layout): (QuantCode, QuantLayout), words: Memory, scales: (Memory, Option<Memory>), values: [&Expr; 5]) -> Result<(), CodegenError> {
         let layout = self.layout(id)?;
         let elem = self.kernel.cooperative(id).elem;
         self.dialect.use_matrices();
@@ -222,7 +225,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
         self.line(&format!("const uint enigma_q[5] = {{{}}};", texts.join(", ")));
         if let (Layout::Wgmma { cols, .. }, Scalar::F16 | Scalar::F32) = (layout, elem) {
             let t = self.scope_thread(id);
-            if quant_layout == QuantLayout::Rows {
+            if quant_layout != QuantLayout::Fragments {
                 let (_, first_col) = layout.coords(&t, "0u");
                 self.line(&format!("const uint enigma_byte = {first_col} % 8u / 2u;"));
             }
@@ -253,10 +256,24 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line(&format!("if (!({})) continue;", layout.valid(&t, "enigma_i")));
             self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
             let word = self.memory_place(words, &word_index(quant_layout, "enigma_c"))?;
-            let scale = self.memory_place(scales, &scale_index("enigma_c"))?;
+            let scale = self.memory_place(scales.0, &scale_index(quant_layout, "enigma_c"))?;
             self.line(&format!("const uint enigma_code = {word} >> (4u * {});", nibble_of(quant_layout, "enigma_c")));
-            self.line(&format!("const float enigma_v = __low2float(enigma_q4_pair<{code}>(enigma_code & 0xFu, 0u)) * __half2float({scale});"));
-            self.line(&format!("{name}[enigma_i] = {to_elem};"));
+            let value = format!("enigma_q4_pair<{code}>(enigma_code & 0xFu, 0u)");
+            match scales.1 {
+                None => {
+                    self.line(&format!("const float enigma_v = __low2float({value}) * __half2float({scale});"));
+                    self.line(&format!("{name}[enigma_i] = {to_elem};"));
+                }
+                Some(biases) => {
+                    let bias = self.memory_place(biases, &scale_index(quant_layout, "enigma_c"))?;
+                    if elem == Scalar::F16 {
+                        self.line(&format!("{name}[enigma_i] = __hfma(__low2half({value}), {scale}, {bias});"));
+                    } else {
+                        // An f32 tensor (validation admits f32 and f16).
+                        self.line(&format!("{name}[enigma_i] = fmaf(__low2float({value}), __half2float({scale}), __half2float({bias}));"));
+                    }
+                }
+            }
             self.indent -= 1;
             self.line("}");
         }
@@ -272,7 +289,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
     /// one block, where the columns are not whole units) loaded together
     /// into `enigma_w`, and each pair the element of its word's
     /// `enigma_q4_quad` that holds it; its scale as `scales` says.
-    fn dequantize_pairs(&mut self, id: CoopId, (layout, quant_layout): (Layout, QuantLayout), code: &str, (words, scales): (Memory, Memory), pair_scales: PairScales) -> Result<(), CodegenError> {
+    fn dequantize_pairs(&mut self, id: CoopId, (layout, quant_layout): (Layout, QuantLayout), code: &str, (words, (scales, biases)): (Memory, (Memory, Option<Memory>)), pair_scales: PairScales) -> Result<(), CodegenError> {
         let name = self.coop_name(id)?;
         let t = self.scope_thread(id);
         let (row, col) = layout.coords(&t, "2u * enigma_p");
@@ -304,19 +321,38 @@ impl<'k, D: Dialect> Writer<'k, D> {
             self.line(&format!("for (uint enigma_p = 0u; enigma_p < {pairs}u; ++enigma_p) {{"));
             self.indent += 1;
             self.line(&format!("const uint enigma_r = {row}, enigma_c = {col};"));
-            let word = self.memory_place(words, &word_index(QuantLayout::Rows, "enigma_c"))?;
+            let word = self.memory_place(words, &word_index(quant_layout, "enigma_c"))?;
             self.line(&format!("const __half2 enigma_pair = enigma_q4_pair<{code}>({word}, enigma_byte);"));
         }
-        let (first, second) = match pair_scales {
-            PairScales::FirstGroup => (self.memory_place(scales, &scale_index_of_group("0u"))?, "enigma_s0".to_string()),
-            PairScales::OneGroup => (self.memory_place(scales, &scale_index("enigma_c"))?, "enigma_s0".to_string()),
-            PairScales::PerColumn => (self.memory_place(scales, &scale_index("enigma_c"))?, self.memory_place(scales, &scale_index("enigma_c + 1u"))?),
+        // The pair's scales (and biases): both columns' where each is its
+        // own group, else the one group's twice.
+        let indices = match pair_scales {
+            PairScales::FirstGroup => [scale_index_of_group(quant_layout, "0u"), String::new()],
+            PairScales::OneGroup => [scale_index(quant_layout, "enigma_c"), String::new()],
+            PairScales::PerColumn => [scale_index(quant_layout, "enigma_c"), scale_index(quant_layout, "enigma_c + 1u")],
         };
-        self.line(&format!("const __half enigma_s0 = {first}, enigma_s1 = {second};"));
+        let mut pair_of = |mem: Memory, prefix: &str| -> Result<(), CodegenError> {
+            let first = self.memory_place(mem, &indices[0])?;
+            let second = if indices[1].is_empty() { format!("{prefix}0") } else { self.memory_place(mem, &indices[1])? };
+            self.line(&format!("const __half {prefix}0 = {first}, {prefix}1 = {second};"));
+            Ok(())
+        };
+        pair_of(scales, "enigma_s")?;
+        if let Some(biases) = biases {
+            pair_of(biases, "enigma_b")?;
+        }
+        let biased = biases.is_some();
         if self.kernel.cooperative(id).elem == Scalar::F16 {
-            self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
+            if biased {
+                self.line("const __half2 enigma_h = __hfma2(enigma_pair, __halves2half2(enigma_s0, enigma_s1), __halves2half2(enigma_b0, enigma_b1));");
+            } else {
+                self.line("const __half2 enigma_h = __hmul2(enigma_pair, __halves2half2(enigma_s0, enigma_s1));");
+            }
             self.line(&format!("{name}[2u * enigma_p] = __low2half(enigma_h);"));
             self.line(&format!("{name}[2u * enigma_p + 1u] = __high2half(enigma_h);"));
+        } else if biased {
+            self.line(&format!("{name}[2u * enigma_p] = fmaf(__low2float(enigma_pair), __half2float(enigma_s0), __half2float(enigma_b0));"));
+            self.line(&format!("{name}[2u * enigma_p + 1u] = fmaf(__high2float(enigma_pair), __half2float(enigma_s1), __half2float(enigma_b1));"));
         } else {
             self.line(&format!("{name}[2u * enigma_p] = __low2float(enigma_pair) * __half2float(enigma_s0);"));
             self.line(&format!("{name}[2u * enigma_p + 1u] = __high2float(enigma_pair) * __half2float(enigma_s1);"));
@@ -925,6 +961,7 @@ impl<'k, D: Dialect> Writer<'k, D> {
 fn word_index(layout: QuantLayout, c: &str) -> String {
     match layout {
         QuantLayout::Rows => format!("enigma_q[0] + ({c}) / 8u * enigma_q[1] + enigma_r"),
+        QuantLayout::Columns => format!("enigma_q[0] + enigma_r * enigma_q[1] + ({c}) / 8u"),
         QuantLayout::Fragments => format!("enigma_q[0] + enigma_q4_word<enigma_q4_fragments>({c}, enigma_r, enigma_q[1])"),
     }
 }
@@ -932,21 +969,25 @@ fn word_index(layout: QuantLayout, c: &str) -> String {
 /// The nibble of that word holding the weight.
 fn nibble_of(layout: QuantLayout, c: &str) -> String {
     match layout {
-        QuantLayout::Rows => format!("(({c}) % 8u)"),
+        QuantLayout::Rows | QuantLayout::Columns => format!("(({c}) % 8u)"),
         QuantLayout::Fragments => format!("enigma_q4_nibble<enigma_q4_fragments>({c}, enigma_r)"),
     }
 }
 
-/// The index of the scale of column `c` of row `enigma_r` in a
+/// The index of the scale (and bias) of column `c` of row `enigma_r` in a
 /// dequantization (its group: `c >> shift`, the shift mod 32 as the IR's).
-fn scale_index(c: &str) -> String {
-    scale_index_of_group(&format!("(({c}) >> (enigma_q[4] & 31u))"))
+fn scale_index(layout: QuantLayout, c: &str) -> String {
+    scale_index_of_group(layout, &format!("(({c}) >> (enigma_q[4] & 31u))"))
 }
 
-/// The index of the scale of group `g` (relative to the scales' offset) of
-/// row `enigma_r` in a dequantization.
-fn scale_index_of_group(g: &str) -> String {
-    format!("enigma_q[2] + {g} * enigma_q[3] + enigma_r")
+/// The index of the scale (and bias) of group `g` (relative to the scales'
+/// offset) of row `enigma_r` in a dequantization
+/// ([`QuantLayout::scale_index`]).
+fn scale_index_of_group(layout: QuantLayout, g: &str) -> String {
+    match layout {
+        QuantLayout::Columns => format!("enigma_q[2] + enigma_r * enigma_q[3] + {g}"),
+        QuantLayout::Rows | QuantLayout::Fragments => format!("enigma_q[2] + {g} * enigma_q[3] + enigma_r"),
+    }
 }
 
 /// Where the pair loop of a dequantization in the `wgmma` layout takes its

@@ -214,11 +214,26 @@ impl KernelBuilder {
     #[track_caller]
     pub fn cooperative_dequantize(&mut self, t: CoopTensor, (code, layout): (QuantCode, QuantLayout), words: (Mem, impl Into<Ex>, impl Into<Ex>), scales: (Mem, impl Into<Ex>, impl Into<Ex>), group_shift: impl Into<Ex>) {
         let loc = std::panic::Location::caller();
+        self.dequantize_at(loc, t, (code, layout), (words.0, words.1.into(), words.2.into()), (scales.0, scales.1.into(), scales.2.into()), group_shift.into(), None);
+    }
+
+    /// [`KernelBuilder::cooperative_dequantize`] with `biases` (f16, indexed
+    /// as the scales): each element is `value · scale + bias`, the exact
+    /// value rounded once (MLX's affine weights with [`QuantCode::Uint4`]
+    /// in [`QuantLayout::Columns`]).
+    #[track_caller]
+    pub fn cooperative_dequantize_with_biases(&mut self, t: CoopTensor, (code, layout): (QuantCode, QuantLayout), words: (Mem, impl Into<Ex>, impl Into<Ex>), scales: (Mem, impl Into<Ex>, impl Into<Ex>), biases: Mem, group_shift: impl Into<Ex>) {
+        let loc = std::panic::Location::caller();
+        self.dequantize_at(loc, t, (code, layout), (words.0, words.1.into(), words.2.into()), (scales.0, scales.1.into(), scales.2.into()), group_shift.into(), Some(biases));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dequantize_at(&mut self, loc: &'static std::panic::Location<'static>, t: CoopTensor, (code, layout): (QuantCode, QuantLayout), words: (Mem, Ex, Ex), scales: (Mem, Ex, Ex), group_shift: Ex, biases: Option<Mem>) {
         let mut index = |e: Ex| self.tree(e.coerce_to(Type::U32), loc);
-        let (offset, stride) = (index(words.1.into()), index(words.2.into()));
-        let (scale_offset, scale_stride) = (index(scales.1.into()), index(scales.2.into()));
-        let group_shift = index(group_shift.into());
-        let kind = StmtKind::CooperativeDequantize { tensor: t.id, code, layout, words: words.0.mem, offset, stride, scales: scales.0.mem, scale_offset, scale_stride, group_shift };
+        let (offset, stride) = (index(words.1), index(words.2));
+        let (scale_offset, scale_stride) = (index(scales.1), index(scales.2));
+        let group_shift = index(group_shift);
+        let kind = StmtKind::CooperativeDequantize { tensor: t.id, code, layout, words: words.0.mem, offset, stride, scales: scales.0.mem, scale_offset, scale_stride, group_shift, biases: biases.map(|b| b.mem) };
         self.push(kind, loc);
     }
 

@@ -85,6 +85,17 @@ struct Parser {
     named: bool,
 }
 
+/// The code and layout a `cooperative_dequantize_{code}[_{layout}]` name
+/// spells (the row layout unnamed).
+fn dequantize_code_layout(word: &str) -> Option<(QuantCode, QuantLayout)> {
+    let rest = word.strip_prefix("cooperative_dequantize_")?;
+    let (code, layout) = match rest.split_once('_') {
+        Some((code, layout)) => (code, QuantLayout::from_name(layout).filter(|l| !l.is_rows())?),
+        None => (rest, QuantLayout::Rows),
+    };
+    Some((QuantCode::ALL.into_iter().find(|c| c.name() == code)?, layout))
+}
+
 fn binop_from_punct(p: &str) -> Option<BinaryOp> {
     BinaryOp::ALL.into_iter().find(|op| op.symbol() == p)
 }
@@ -506,10 +517,6 @@ impl Parser {
                 | "matmul2d_overlapped"
                 | "cooperative_load"
                 | "cooperative_store"
-                | "cooperative_dequantize_int4"
-                | "cooperative_dequantize_fp4"
-                | "cooperative_dequantize_int4_fragments"
-                | "cooperative_dequantize_fp4_fragments"
                 | "reduce_rows"
                 | "reduce_columns"
                 | "combine"
@@ -517,6 +524,7 @@ impl Parser {
                 {
                     Some(self.cooperative_stmt(&word)?)
                 }
+                w if dequantize_code_layout(w).is_some() && *self.peek_at(1) == Tok::Punct("(") => Some(self.cooperative_stmt(&word)?),
                 "spec" | "threadgroup" | "var" | "cooperative" if self.at_decl(&word) => {
                     return Err(self.err(ParseErrorKind::Expected {
                         expected: "a statement (declarations come before the first statement)".into(),
@@ -1337,9 +1345,8 @@ impl Parser {
                     StmtKind::CooperativeStore { tensor, dst: view }
                 }
             }
-            "cooperative_dequantize_int4" | "cooperative_dequantize_fp4" | "cooperative_dequantize_int4_fragments" | "cooperative_dequantize_fp4_fragments" => {
-                let code = if word.starts_with("cooperative_dequantize_int4") { QuantCode::Int4 } else { QuantCode::Fp4 };
-                let layout = if word.ends_with("_fragments") { QuantLayout::Fragments } else { QuantLayout::Rows };
+            w if dequantize_code_layout(w).is_some() => {
+                let (code, layout) = dequantize_code_layout(w).expect("matched");
                 let tensor = self.coop_arg()?;
                 self.expect_punct(",")?;
                 let words = self.memory_arg()?;
@@ -1355,7 +1362,13 @@ impl Parser {
                 let scale_stride = self.expr()?;
                 self.expect_punct(",")?;
                 let group_shift = self.expr()?;
-                StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift }
+                let biases = if *self.peek() == Tok::Punct(",") {
+                    self.bump();
+                    Some(self.memory_arg()?)
+                } else {
+                    None
+                };
+                StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases }
             }
             "combine" => {
                 let dest = self.coop_arg()?;

@@ -315,9 +315,9 @@ impl Printer<'_> {
                 self.out.push_str("] = ");
                 self.expr(value);
             }
-            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift } => {
+            StmtKind::CooperativeDequantize { tensor, code, layout, words, offset, stride, scales, scale_offset, scale_stride, group_shift, biases } => {
                 let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
-                let layout = if layout.is_rows() { "" } else { "_fragments" };
+                let layout = if layout.is_rows() { String::new() } else { format!("_{layout}") };
                 let _ = write!(self.out, "cooperative_dequantize_{code}{layout}({}, {words}, ", self.coop_ref(*tensor));
                 self.expr(offset);
                 self.out.push_str(", ");
@@ -328,6 +328,9 @@ impl Printer<'_> {
                 self.expr(scale_stride);
                 self.out.push_str(", ");
                 self.expr(group_shift);
+                if let Some(biases) = biases {
+                    let _ = write!(self.out, ", {}", self.memory_ref(*biases));
+                }
                 self.out.push(')');
             }
             StmtKind::CooperativeReduce { src, dest, axis, op } => {
@@ -605,8 +608,8 @@ impl Printer<'_> {
             Expr::MatrixLoadQuantized { ty, code, layout, words, offset, stride, scales, scale_offset } => {
                 let (words, scales) = (self.memory_ref(*words), self.memory_ref(*scales));
                 let layout = match layout {
-                    QuantLayout::Rows => "",
-                    QuantLayout::Fragments => "_fragments",
+                    QuantLayout::Rows => String::new(),
+                    other => format!("_{other}"),
                 };
                 let _ = write!(self.out, "simdgroup_load_{code}{layout}<{ty}>({words}, ");
                 self.expr(offset);

@@ -204,7 +204,7 @@ impl CoopQgemmConfig {
             }
         };
         tiles.into_iter().find_map(|(tm, tn, tk)| {
-            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies, layout: QuantLayout::Rows };
+            let base = CoopQgemmConfig { format, output, tm, tn, tk, stages: 2, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: false, tile_copies, layout: format.dequantize_code().1 };
             let bytes = |stages: u32| CoopQgemmConfig { stages, ..base }.memory_bytes();
             asked_or_fitting_stages(stages, bytes, max_threadgroup_memory_bytes).map(|stages| CoopQgemmConfig { stages, ..base })
         })
@@ -220,11 +220,16 @@ impl CoopQgemmConfig {
     }
 
     /// Threadgroup memory: per stage A's `tm × tk` f16 values, the
-    /// `tk / 8 × tn` packed words and `tk / 32 × tn` f16 scales.
+    /// `tk / 8 × tn` packed words and `tk / 32 × tn` f16 scales; for MLX's
+    /// affine weights, whose scales and biases the threads stage (a slice's
+    /// are a value or two per column, too narrow a row for a copy), no
+    /// scales per stage but two buffers of `tk / 32 × tn` scales and as
+    /// many biases.
     pub fn memory_bytes(&self) -> u64 {
         let (tm, tn, tk) = (u64::from(self.tm), u64::from(self.tn), u64::from(self.tk));
-        let stage = tm * tk * 2 + tk / VALUES_PER_WORD as u64 * tn * 4 + u64::from(scale_rows(self.tk)) * tn * 2;
-        u64::from(self.stages) * stage
+        let scales = u64::from(scale_rows(self.tk)) * tn * 2;
+        let (per_stage, once) = if self.format.has_biases() { (0, 2 * 2 * scales) } else { (scales, 0) };
+        u64::from(self.stages) * (tm * tk * 2 + tk / VALUES_PER_WORD as u64 * tn * 4 + per_stage) + once
     }
 
     /// K splits for an `m × n × k` product on this tile that give at least
@@ -254,20 +259,23 @@ impl CoopQgemmConfig {
         let split = if self.splits > 1 { format!("_splitk{}{sum}", self.splits) } else { String::new() };
         let whole = if self.whole { "_whole" } else { "" };
         let tiles = if self.tile_copies { "_tiles" } else { "" };
-        let layout = if self.layout.is_rows() { "" } else { "_fragments" };
+        // MLX's affine weights lie in their own columns: the format says so.
+        let layout = if self.layout == QuantLayout::Fragments { "_fragments" } else { "" };
         format!("qgemm_coop_{}_{}_{}x{}x{}_s{}{raster}{split}{whole}{tiles}{layout}", self.format, self.output, self.tm, self.tn, self.tk, self.stages)
     }
 
-    /// Whether the tile and stages make a kernel: FP4 or INT4, C f16 or
-    /// f32; `tm` one of [`COOP_QGEMM_ROWS`], `tn` one of
+    /// Whether the tile and stages make a kernel: FP4 or INT4 (in seed
+    /// 002's rows or in fragment order) or MLX's affine weights (in their
+    /// columns), C f16 or f32; `tm` one of [`COOP_QGEMM_ROWS`], `tn` one of
     /// [`COOP_QGEMM_COLUMNS`], `tk` one of [`SLICE_DEPTHS`]; 2 to [`MAX_STAGES`]
     /// stages; all within `max_threadgroup_memory_bytes`. (Every such tile
     /// splits its copies evenly over the threads: `Staging::splits_evenly`.)
     pub fn check(&self, max_threadgroup_memory_bytes: u64) -> Result<(), ShapeError> {
         let name = self.name();
         let err = |message: String| Err(ShapeError::new(&name, message));
-        if !matches!(self.format, Format::Fp4 | Format::Int4) {
-            return err(format!("takes fp4 or int4 weights, not {}", self.format));
+        let own = self.format.dequantize_code().1;
+        if self.layout != own && !(self.layout == QuantLayout::Fragments && own == QuantLayout::Rows) {
+            return err(format!("reads {} weights in the {own} layout{}, not {}", self.format, if own.is_rows() { " or fragment order" } else { "" }, self.layout));
         }
         if !matches!(self.output, DType::F16 | DType::F32) {
             return err(format!("writes C in f16 or f32, not {}", self.output));
@@ -299,6 +307,14 @@ impl CoopQgemmConfig {
         n.is_multiple_of(COPY_ELEMENTS)
     }
 
+    /// Whether this kernel of MLX's affine weights takes `n × k` weights:
+    /// whole tiles of columns and slices of K, so that the decode's reads
+    /// of the scales and biases (from the buffers) stay inside them. Every
+    /// other format's kernel takes any.
+    pub fn takes_affine(&self, n: u32, k: u32) -> bool {
+        !self.format.has_biases() || (n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk))
+    }
+
     /// Whether tile copies take fragment-ordered words of N columns: a row
     /// of units (`8·N` words) is whole rows of [`FRAGMENT_BOX_WORDS`], N a
     /// multiple of 32.
@@ -309,8 +325,12 @@ impl CoopQgemmConfig {
     /// The box of words a slice stages: `tk / r` rows of the layout's
     /// units (`r × c` weights, `r·c / 8` words each: one word of a column
     /// in rows, 128 in fragment order) by the tile's `tn / c` units of a
-    /// row, that is `tn · r / 8` words.
+    /// row, that is `tn · r / 8` words; in MLX's columns the tile's `tn`
+    /// columns of `tk / 8` words each.
     pub fn word_box(&self) -> (u32, u32) {
+        if self.layout == QuantLayout::Columns {
+            return (self.tn, self.tk / VALUES_PER_WORD as u32);
+        }
         let (unit_rows, _) = self.layout.unit();
         (self.tk / unit_rows, self.tn * unit_rows / VALUES_PER_WORD as u32)
     }
@@ -331,7 +351,10 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     }
     let CoopQgemmConfig { format, tm, tn, tk, stages, splits, whole, tile_copies, .. } = *cfg;
     let summed = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
-    let code = format.quant_code().expect("the check admits 4-bit codes only");
+    let code = format.dequantize_code().0;
+    // MLX's affine weights: `[N][K/8]` words, a slice's box `tn` columns of
+    // `tk / 8` words; scales and biases read from the buffers.
+    let columns = cfg.layout == QuantLayout::Columns;
     let threads = cfg.threads();
     // The words' box per slice (`word_rows` rows of `word_cols`), and the
     // words from one of its rows to the next in B (`words_pitch_per_n` per
@@ -350,18 +373,23 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let kk = k.value(MatrixArgs::K, Type::U32);
     let group = k.value(PackedArgs::GROUP, Type::U32);
     let scales = k.buffer(PackedArgs::SCALES, Type::F16, Access::Read);
+    let biases = format.has_biases().then(|| k.buffer(PackedArgs::BIASES, Type::F16, Access::Read));
     let ws_tickets = summed.then(|| (k.buffer(SplitArgs::WS, Type::F32, Access::ReadWrite), k.buffer(SplitArgs::TICKETS, Type::U32, Access::ReadWrite)));
     let partial = ws_tickets.map_or(c, |(ws, _)| ws);
     let a_slices = k.threadgroup_array("a_slices", Type::F16, stages * tm * tk);
     let word_slices = k.threadgroup_array("word_slices", Type::U32, stages * word_rows * word_cols);
-    let scale_slices = k.threadgroup_array("scale_slices", Type::F16, stages * scale_rows(tk) * tn);
+    let scale_slices = (!columns).then(|| k.threadgroup_array("scale_slices", Type::F16, stages * scale_rows(tk) * tn));
+    // MLX's affine weights: a slice's scales and biases (`tn` columns of
+    // its groups, column-major) in one of two buffers each, by slice parity.
+    let slice_groups = scale_rows(tk) * tn;
+    let affine_slices = columns.then(|| (k.threadgroup_array("affine_scales", Type::F16, 2 * slice_groups), k.threadgroup_array("affine_biases", Type::F16, 2 * slice_groups)));
     let lid = k.let_("lid", thread_index_in_threadgroup());
     // Each thread's share of the copies, where the threads copy.
     let staging = (!tile_copies).then(|| {
         (
             Staging::new(&mut k, "a", (a, a_slices), (tm, tk), COPY_ELEMENTS, lid, threads),
             Staging::new(&mut k, "w", (b, word_slices), (word_rows, word_cols), WORDS_PER_COPY, lid, threads),
-            Staging::new(&mut k, "s", (scales, scale_slices), (scale_rows(tk), tn), COPY_ELEMENTS, lid, threads),
+            scale_slices.map(|slices| Staging::new(&mut k, "s", (scales, slices), (scale_rows(tk), tn), COPY_ELEMENTS, lid, threads)),
         )
     });
     let (tile_row, tile_col) = raster_walk(&mut k, cfg.raster);
@@ -379,10 +407,14 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     };
     let group_shift = k.let_("group_shift", ctz(group));
     let groups = k.let_("groups", kk >> group_shift);
-    // B's rows of words (of units in fragment order) and the words from one
-    // to the next: expressions of the arguments, as the copy engine takes
-    // a matrix's extents, and locals where the threads copy.
-    let b_words = (kk / unit_rows, n * words_pitch_per_n);
+    // MLX's affine weights: the groups a slice touches (one where a group
+    // is deeper than it).
+    let slice_group_count = columns.then(|| k.let_("slice_groups", ((tk - 1) >> group_shift) + 1u32));
+    // B's rows of words (of units in fragment order; its columns in MLX's
+    // columns) and the words from one to the next: expressions of the
+    // arguments, as the copy engine takes a matrix's extents, and locals
+    // where the threads copy.
+    let b_words = if columns { (n, kk / VALUES_PER_WORD as u32) } else { (kk / unit_rows, n * words_pitch_per_n) };
     let (words_k, words_n) = if tile_copies { b_words } else { (k.let_("words_k", b_words.0), k.let_("words_n", b_words.1)) };
 
     // The weights are f16, A's type: the product reads them as they are.
@@ -404,11 +436,19 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         // tested (a stage holds the rows of the smallest group).
         let inside = |test: Ex| if whole { Ex::from(true) } else { test };
         a_ops.issue_into(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| inside((m0 + r).lt(m).and((k0 + c).lt(kk))));
-        let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
-        let wn0 = n0 * words_pitch_per_n;
-        word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * words_n + wn0, words_n, |r, c| inside((w0 + r).lt(words_k).and((wn0 + c).lt(words_n))));
-        let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
-        scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and(inside((n0 + c).lt(n))));
+        if columns {
+            // The tile's columns, each the slice's run of its words.
+            let w0 = k.let_(&format!("{tag}_w0"), t * word_cols);
+            word_ops.issue_into(k, &format!("{tag}_w"), stage, n0 * words_n + w0, words_n, |r, c| inside((n0 + r).lt(words_k).and((w0 + c).lt(words_n))));
+        } else {
+            let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
+            let wn0 = n0 * words_pitch_per_n;
+            word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * words_n + wn0, words_n, |r, c| inside((w0 + r).lt(words_k).and((wn0 + c).lt(words_n))));
+        }
+        if let Some(scale_ops) = scale_ops {
+            let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
+            scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and(inside((n0 + c).lt(n))));
+        }
     };
     // Dequantizes the weights' tensor from the words and scales in stage
     // `stage` (a value): K value `c` of weight column `r` is nibble `c % 8`
@@ -416,10 +456,25 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // r)` — a slice starts at a multiple of its depth, which a group
     // divides or which divides a group, so `c >> group_shift` is the group
     // relative to the stage's first row of scales.
-    let decode = |k: &mut KernelBuilder, stage: Ex| {
+    //
+    // MLX's affine weights: K value `c` of column `r` is nibble `c % 8` of
+    // the stage's word `(r, c / 8)` times its scale plus its bias, both at
+    // `(n0 + r, (k0 + c) >> group_shift)` of the `[N][K/group]` buffers
+    // (slice `t` of this threadgroup's run starts at `k0`).
+    let decode = |k: &mut KernelBuilder, stage: Ex, t: Ex| {
         let words_at = k.let_("words_at", stage * (word_rows * word_cols));
-        let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
-        k.cooperative_dequantize(weights, (code, cfg.layout), (word_slices, words_at, word_cols), (scale_slices, scales_at, tn), group_shift);
+        match (scale_slices, affine_slices) {
+            (Some(scale_slices), _) => {
+                let scales_at = k.let_("scales_at", stage * (scale_rows(tk) * tn));
+                k.cooperative_dequantize(weights, (code, cfg.layout), (word_slices, words_at, word_cols), (scale_slices, scales_at, tn), group_shift);
+            }
+            (None, Some((affine_scales, affine_biases))) => {
+                let scales_at = k.let_("scales_at", (t % 2u32) * slice_groups);
+                let count = slice_group_count.expect("MLX's affine weights count their slices' groups");
+                k.cooperative_dequantize_with_biases(weights, (code, cfg.layout), (word_slices, words_at, word_cols), (affine_scales, scales_at, count), affine_biases, group_shift);
+            }
+            (None, None) => unreachable!("the scales are staged per stage or, for MLX's affine weights, by the threads"),
+        }
     };
     let right = |stage: Ex| slice_view(a_slices, (tm, tk), stages, stage);
     // With tile copies, slice `t`'s three boxes into stage `stage`, on the
@@ -432,7 +487,13 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let a_matrix = TileSource { mem: a, extents: [m, kk], pitch: kk };
         k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
         let words_to = stage * (word_rows * word_cols);
-        if cfg.layout.is_rows() {
+        if columns {
+            // The tile's columns (rows of the `[N][K/8]` words), each the
+            // slice's `tk / 8` words: a row of 32 or 64 bytes from a
+            // multiple of it.
+            let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
+            k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(n0), origin(t * word_cols)], (word_rows, word_cols));
+        } else if cfg.layout.is_rows() {
             let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
             k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, word_cols));
         } else {
@@ -448,11 +509,51 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
                 k.tile_copy(stage, word_slices.at(words_to + u * word_cols), word_matrix, [origin(first), origin(Ex::from(0u32))], (word_cols / FRAGMENT_BOX_WORDS, FRAGMENT_BOX_WORDS));
             }
         }
-        let scale_matrix = TileSource { mem: scales, extents: [kk / group, n], pitch: n };
-        let g0 = (t * tk) >> group_shift;
-        k.tile_copy(stage, scale_slices.at(stage * (scale_rows(tk) * tn)), scale_matrix, [origin(g0), origin(n0)], (scale_rows(tk), tn));
+        if let Some(scale_slices) = scale_slices {
+            let scale_matrix = TileSource { mem: scales, extents: [kk / group, n], pitch: n };
+            let g0 = (t * tk) >> group_shift;
+            k.tile_copy(stage, scale_slices.at(stage * (scale_rows(tk) * tn)), scale_matrix, [origin(g0), origin(n0)], (scale_rows(tk), tn));
+        }
     };
 
+    // MLX's affine weights: each thread's share of a slice's scales and
+    // biases (element `e` is group `e % groups_per_slice` of column
+    // `e / groups_per_slice`), loaded a slice ahead into registers and
+    // stored after the product into the buffer of the next slice's parity,
+    // which the barrier at the top of the next iteration hands to the
+    // decode (the other buffer's readers are the current slice's).
+    let per_thread = slice_groups.div_ceil(threads);
+    let affine_staging = affine_slices.map(|(affine_scales, affine_biases)| {
+        let regs: Vec<(Var, Var)> = (0..per_thread).map(|i| (k.var(&format!("slice_scale{i}"), Ex::from(0.0f32).cast(Scalar::F16)), k.var(&format!("slice_bias{i}"), Ex::from(0.0f32).cast(Scalar::F16)))).collect();
+        let count = slice_group_count.expect("MLX's affine weights count their slices' groups");
+        (affine_scales, affine_biases, biases.expect("MLX's affine weights have biases"), regs, count)
+    });
+    let prefetch = |k: &mut KernelBuilder, tag: &str, t: Ex| {
+        let Some((_, _, biases, regs, count)) = &affine_staging else { return };
+        let count = *count;
+        for (i, (s, b)) in regs.iter().enumerate() {
+            let e = lid + (i as u32) * threads;
+            k.if_(e.lt(tn * count).and(t.lt(slices)), |k| {
+                let at = k.let_(&format!("{tag}_at{i}"), (n0 + e / count) * groups + (((first_slice + t) * tk) >> group_shift) + e % count);
+                k.assign(*s, scales.get(at));
+                k.assign(*b, biases.get(at));
+            });
+        }
+    };
+    let store_prefetched = |k: &mut KernelBuilder, tag: &str, t: Ex| {
+        let Some((affine_scales, affine_biases, _, regs, count)) = &affine_staging else { return };
+        for (i, (s, b)) in regs.iter().enumerate() {
+            let e = lid + (i as u32) * threads;
+            k.if_(e.lt(tn * *count), |k| {
+                let at = k.let_(&format!("{tag}_to{i}"), (t % 2u32) * slice_groups + e);
+                k.store(affine_scales.at(at), s.get());
+                k.store(affine_biases.at(at), b.get());
+            });
+        }
+    };
+    prefetch(&mut k, "first_groups", Ex::from(0u32));
+    store_prefetched(&mut k, "first_groups", Ex::from(0u32));
+    prefetch(&mut k, "second_groups", Ex::from(1u32));
     let ahead = stages - 1;
     if tile_copies {
         // Each stage's boxes land on its own barrier; the copies run
@@ -468,8 +569,10 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let next = k.let_("ahead", t + ahead);
             k.if_(next.lt(slices), |k| issue_tiles(k, "ahead", next, next % stages));
             k.tile_wait(stage);
-            decode(k, stage);
+            decode(k, stage, t);
             k.matmul2d_run(&op, weights, &right(stage), acc);
+            store_prefetched(k, "next_groups", t + 1u32);
+            prefetch(k, "later_groups", t + 2u32);
         });
     } else {
         // Every iteration commits one group (empty past the last slice),
@@ -487,8 +590,10 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
             let next = k.let_("ahead", t + ahead);
             k.if_(next.lt(slices), |k| issue(k, "ahead", next, next % stages));
             k.async_commit();
-            decode(k, stage);
+            decode(k, stage, t);
             k.matmul2d_run(&op, weights, &right(stage), acc);
+            store_prefetched(k, "next_groups", t + 1u32);
+            prefetch(k, "later_groups", t + 2u32);
         });
         // Nothing in flight (the copies past the last slice are empty groups).
         k.async_wait(0);
@@ -523,9 +628,12 @@ mod tests {
         let tiles = COOP_QGEMM_ROWS.into_iter().flat_map(|tm| COOP_QGEMM_COLUMNS.into_iter().flat_map(move |tn| SLICE_DEPTHS.map(|tk| (tm, tn, tk))));
         for ((tm, tn, tk), stages) in tiles.flat_map(|tile| (2..=MAX_STAGES).map(move |stages| (tile, stages))) {
             let cfg = CoopQgemmConfig { format: Format::Int4, output: DType::F16, tm, tn, tk, stages, raster: DEFAULT_RASTER, splits: 1, split_sum: SplitSum::Reduction, whole: stages % 2 == 0, tile_copies: stages == 3, layout: enigma_ir::QuantLayout::Rows };
-            cfg.check(u64::MAX).unwrap();
-            let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
-            assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
+            let affine = CoopQgemmConfig { format: Format::MlxAffine, layout: enigma_ir::QuantLayout::Columns, ..cfg };
+            for cfg in [cfg, affine] {
+                cfg.check(u64::MAX).unwrap();
+                let declared: u64 = qgemm_cooperative(&cfg).threadgroup_arrays.iter().map(|a| a.size_bytes()).sum();
+                assert_eq!(cfg.memory_bytes(), declared, "{}", cfg.name());
+            }
         }
     }
 
@@ -563,8 +671,16 @@ mod tests {
         assert_eq!((cfg.threads(), cfg.dispatch(100, 200).size), (128, [4, 7, 1]));
         assert!(CoopQgemmConfig { tm: 24, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("a 24×64×64 tile"));
         assert!(CoopQgemmConfig { tn: 256, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("tn one of [64, 128]"));
+        // MLX's affine weights in their own columns only, their scales not staged.
         let affine = CoopQgemmConfig { format: Format::MlxAffine, ..cfg };
-        assert!(affine.check(u64::MAX).unwrap_err().to_string().contains("not mlx_affine"));
+        assert!(affine.check(u64::MAX).unwrap_err().to_string().contains("reads mlx_affine weights in the columns layout, not rows"), "{}", affine.check(u64::MAX).unwrap_err());
+        let affine = CoopQgemmConfig { layout: enigma_ir::QuantLayout::Columns, ..affine };
+        affine.check(u64::MAX).unwrap();
+        // Two stages of A and the words, two buffers of a slice's scales and biases.
+        assert_eq!(affine.memory_bytes(), 2 * (16 * 64 * 2 + 8 * 64 * 4) + 2 * 2 * (2 * 64 * 2));
+        assert_eq!(affine.word_box(), (64, 8));
+        assert!(CoopQgemmConfig { layout: enigma_ir::QuantLayout::Columns, ..cfg }.check(u64::MAX).unwrap_err().to_string().contains("reads int4 weights in the rows layout or fragment order, not columns"));
+        assert_eq!(CoopQgemmConfig::for_problem(Format::MlxAffine, DType::F16, 16, true, (None, None), h200).map(|c| c.layout), Some(enigma_ir::QuantLayout::Columns));
         assert!(cfg.check(8 * 1024).unwrap_err().to_string().contains("8704 bytes"));
     }
 

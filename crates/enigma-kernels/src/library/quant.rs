@@ -117,6 +117,18 @@ impl Format {
         }
     }
 
+    /// The code and layout `cooperative_dequantize` reads this format's
+    /// words with in their own layout: seed 002's rows for FP4 and INT4,
+    /// MLX's columns of unsigned nibbles (with the biases) for the affine
+    /// format.
+    pub fn dequantize_code(self) -> (QuantCode, QuantLayout) {
+        match self {
+            Format::Fp4 => (QuantCode::Fp4, QuantLayout::Rows),
+            Format::Int4 => (QuantCode::Int4, QuantLayout::Rows),
+            Format::MlxAffine => (QuantCode::Uint4, QuantLayout::Columns),
+        }
+    }
+
     /// The IR's 4-bit code for seed 002's formats (`None` for MLX's affine
     /// format, whose codes are scaled and offset per group).
     pub fn quant_code(self) -> Option<QuantCode> {
@@ -193,9 +205,9 @@ pub fn check_layout(format: Format, layout: QuantLayout, k: usize, n: usize) -> 
 
 /// The place of each `B[k][n]` of a `k × n` matrix in `layout`: the index of
 /// its word and its nibble ([`QuantLayout::locate`] on the whole matrix).
-fn layout_place(layout: QuantLayout, n: usize, kk: usize, nn: usize) -> (usize, u32) {
+fn layout_place(layout: QuantLayout, (k, n): (usize, usize), kk: usize, nn: usize) -> (usize, u32) {
     let (unit_row, word, nibble) = layout.locate(kk as u32, nn as u32);
-    (unit_row as usize * layout.stride(n as u32) as usize + word as usize, nibble)
+    (unit_row as usize * layout.stride(k as u32, n as u32) as usize + word as usize, nibble)
 }
 
 /// Seed 002's `[K/8][N]` words of a `k × n` FP4 or INT4 matrix whose words
@@ -209,7 +221,7 @@ pub fn unpack_layout(format: Format, layout: QuantLayout, k: usize, n: usize, wo
     let mut rows = vec![0u32; expected];
     for kk in 0..k {
         for nn in 0..n {
-            let (at, nibble) = layout_place(layout, n, kk, nn);
+            let (at, nibble) = layout_place(layout, (k, n), kk, nn);
             let code = (words[at] >> (4 * nibble)) & 0xF;
             rows[(kk / VALUES_PER_WORD) * n + nn] |= code << (4 * (kk % VALUES_PER_WORD));
         }
@@ -332,7 +344,7 @@ impl QuantizedMatrix {
         let mut words = vec![0u32; self.packed.len()];
         for kk in 0..self.k {
             for nn in 0..self.n {
-                let (at, nibble) = layout_place(layout, self.n, kk, nn);
+                let (at, nibble) = layout_place(layout, (self.k, self.n), kk, nn);
                 words[at] |= self.code(kk, nn) << (4 * nibble);
             }
         }

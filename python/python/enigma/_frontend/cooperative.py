@@ -62,9 +62,9 @@ _PUBLIC_NAMES = {Matmul2d: "enigma.matmul2d(...)", ViewObj: "enigma.TensorView",
 _STATEMENTS = ("run", "run_overlapped", "load", "store", "fill", "map", "combine", "dequantize")
 _REDUCTIONS = ("sum", "max", "min")
 _COMBINATIONS = ("assign", "add", "sub", "mul", "max", "min")
-_QUANT_CODES = ("int4", "fp4")
+_QUANT_CODES = ("int4", "fp4", "uint4")
 # How `dequantize`'s words lie (enigma_ir::QuantLayout).
-_QUANT_LAYOUTS = ("rows", "fragments")
+_QUANT_LAYOUTS = ("rows", "fragments", "columns")
 _LEFT_INPUT_TYPES = ("f16", "bf16", "f32")
 COOPERATIVE_OBJECTS = (Matmul2d, ViewObj, CoopRef, Matmul2dDescriptor, ExecutionScope)
 
@@ -231,24 +231,25 @@ class Cooperative:
 
     def _dequantize(self, ref, node):
         """``t.dequantize(code, words, word_offset, word_stride, scales,
-        scale_offset, scale_stride, group_shift, layout="rows")``: element
-        (r, c) of ``t`` becomes the 4-bit weight at K row c, N column r of
-        the words (in ``"rows"`` nibble c % 8 of
+        scale_offset, scale_stride, group_shift, layout="rows",
+        biases=None)``: element (r, c) of ``t`` becomes the 4-bit weight at
+        K row c, N column r of the words (in ``"rows"`` nibble c % 8 of
         ``words[word_offset + (c / 8) * word_stride + r]``; ``"fragments"``
-        the tensor cores' fragment order), times
-        ``scales[scale_offset + (c >> group_shift) * scale_stride + r]``."""
+        the tensor cores' fragment order; ``"columns"`` MLX's, nibble c % 8
+        of ``words[word_offset + r * word_stride + c / 8]``), times its
+        group's scale (plus its bias)."""
         what = f"{ref.name}.dequantize"
-        names = ["code", "words", "word_offset", "word_stride", "scales", "scale_offset", "scale_stride", "group_shift", "layout"]
-        args = self._bind(node, "dequantize", names, len(names) - 1, prefix=f"{ref.name}.")
+        names = ["code", "words", "word_offset", "word_stride", "scales", "scale_offset", "scale_stride", "group_shift", "layout", "biases"]
+        args = self._bind(node, "dequantize", names, len(names) - 2, prefix=f"{ref.name}.")
         if ref.elem.name not in ("f32", "f16"):
             raise self.error(node, f"`{ref.name}` holds {ref.elem}; dequantized weights fill an f32 or f16 cooperative tensor")
         given = self.expr(args["code"])
         code = given.obj if isinstance(given, PyObj) else None
         if isinstance(code, DType):
-            raise self.error(args["code"], f"the code of {what} is the string 'int4' or 'fp4', not the value type {code!r}")
+            raise self.error(args["code"], f"the code of {what} is the string 'int4', 'fp4' or 'uint4', not the value type {code!r}")
         if code not in _QUANT_CODES:
             shown = repr(code) if isinstance(given, PyObj) else f"`{ast.unparse(args['code'])}`"
-            raise self.error(args["code"], f"the code of {what} is 'int4' or 'fp4' (a constant), not {shown}")
+            raise self.error(args["code"], f"the code of {what} is 'int4', 'fp4' or 'uint4' (a constant), not {shown}")
 
         def memory(key, elem, holds):
             mem = self.expr(args[key])
@@ -264,14 +265,19 @@ class Cooperative:
             layout = given.obj if isinstance(given, PyObj) else None
             if layout not in _QUANT_LAYOUTS:
                 shown = repr(layout) if isinstance(given, PyObj) else f"`{ast.unparse(args['layout'])}`"
-                raise self.error(args["layout"], f"the layout of {what} is 'rows' or 'fragments' (a constant), not {shown}")
+                raise self.error(args["layout"], f"the layout of {what} is 'rows', 'fragments' or 'columns' (a constant), not {shown}")
         words = memory("words", u32, "packed 4-bit weights, eight to a word")
         scales = memory("scales", f16, "the groups' scales")
+        given = self.expr(args["biases"]) if "biases" in args else None
+        biases = None if given is None or (isinstance(given, PyObj) and given.obj is None) else memory("biases", f16, "the groups' biases")
         values = {key: self._u32_expr(args[key]) for key in ("word_offset", "word_stride", "scale_offset", "scale_stride", "group_shift")}
-        self.emit({"cooperative_dequantize": {
+        stmt = {
             "tensor": ref.index, "code": code, "layout": layout, "words": words, "offset": values["word_offset"], "stride": values["word_stride"],
             "scales": scales, "scale_offset": values["scale_offset"], "scale_stride": values["scale_stride"], "group_shift": values["group_shift"],
-        }}, node)
+        }
+        if biases is not None:
+            stmt["biases"] = biases
+        self.emit({"cooperative_dequantize": stmt}, node)
 
     def _left_arg(self, node):
         r = self.expr(node)

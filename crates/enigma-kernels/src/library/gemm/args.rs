@@ -41,9 +41,12 @@ crate::kernel_args! {
 
 crate::kernel_args! {
     /// A product of packed 4-bit B words (`gemm::qgemm`, `qgemm_fused`,
-    /// `qmatmul_fragments`): the f16 scale per `group` K values.
+    /// `qmatmul_fragments`, `qgemm_cooperative`): the f16 scale per `group`
+    /// K values and, for MLX's affine weights (which only
+    /// `qgemm_cooperative` of these reads), the f16 bias beside each scale.
     pub struct PackedArgs {
         SCALES scales: buffer,
         GROUP group: u32,
+        BIASES biases: optional,
     }
 }

@@ -91,8 +91,8 @@ impl Stages<'_> {
                 let (stage_words, cols) = cfg.packed_stage_elems();
                 let code = format.quant_code().expect("the tensor-core kernel takes fp4 or int4");
                 let (unit_row, word, _) = layout.locate(ks, 0);
-                let stride = layout.stride(cols);
-                let words_at = stage * stage_words + unit_row * stride + word + sg_n * layout.stride(1);
+                let stride = layout.stride(cfg.tile.shape.k, cols);
+                let words_at = stage * stage_words + unit_row * stride + word + sg_n * layout.stride(cfg.tile.shape.k, 1);
                 matrix_load_quantized(self.b_tile, code, layout, raw, words_at, stride, raw_scales, stage * cols + sg_n)
             }
             (_, _, stage) => {
@@ -398,7 +398,7 @@ impl Operand {
             (Source::Packed { words, layout, scales, group, .. }, Some((raw, raw_scales))) => {
                 let n = self.shape.0;
                 let group_shift = k.let_(&format!("{name}_group_shift"), ctz(group));
-                (words, raw, 4, n * layout.stride(1) * (cfg.tile.shape.k / layout.unit().0), Some(ScaleCopies { scales, raw_scales, group_shift, n, origin: self.origin, cols: cfg.tile.shape.n }))
+                (words, raw, 4, n * layout.stride(cfg.tile.shape.k, 1) * (cfg.tile.shape.k / layout.unit().0), Some(ScaleCopies { scales, raw_scales, group_shift, n, origin: self.origin, cols: cfg.tile.shape.n }))
             }
             (Source::Packed { .. }, None) => unreachable!("a pipelined kernel declares the raw stages of packed weights"),
         };
@@ -407,7 +407,7 @@ impl Operand {
         // 8 · tn words in fragment order).
         let (rows, cols, ld, vec) = match self.source {
             Source::Values { .. } => (self.slice.0, self.slice.1, self.slice.1 + PAD, VEC),
-            Source::Packed { layout, .. } => (cfg.tile.shape.k / layout.unit().0, layout.stride(cfg.tile.shape.n), layout.stride(cfg.tile.shape.n), 1),
+            Source::Packed { layout, .. } => (cfg.tile.shape.k / layout.unit().0, layout.stride(cfg.tile.shape.k, cfg.tile.shape.n), layout.stride(cfg.tile.shape.k, cfg.tile.shape.n), 1),
         };
         let per_row = cols / elems;
         let count = rows * per_row;
@@ -424,7 +424,7 @@ impl Operand {
                 let c = column * elems;
                 let guard = ((u + 1) * threads > count).then(|| (lid + u * threads).lt(count));
                 let (at, valid) = match self.source {
-                    Source::Packed { layout, .. } => ((from / layout.unit().0 + r) * (self.shape.0 * layout.stride(1)) + self.origin * layout.stride(1) + c, Ex::from(true)),
+                    Source::Packed { layout, .. } => ((from / layout.unit().0 + r) * (self.shape.0 * layout.stride(cfg.tile.shape.k, 1)) + self.origin * layout.stride(cfg.tile.shape.k, 1) + c, Ex::from(true)),
                     Source::Values { .. } if self.k_is_row => ((self.base + (from + r) * self.shape.1 + self.origin + c) / VEC, Ex::from(true)),
                     // The whole-tile kernel's rows are all inside, unless ragged.
                     Source::Values { .. } if cfg.edges == Edges::WholeTiles => ((self.base + (self.origin + r) * self.shape.1 + from + c) / VEC, Ex::from(true)),

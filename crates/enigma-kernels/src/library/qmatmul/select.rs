@@ -101,14 +101,24 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 /// GEMM to 16 rows. At 48, 64 and 128 rows of INT4 it ran 30.2, 30.0 and
 /// 38.3 against 49.0, 51 and 70 (whose tiles above 32 rows no longer split
 /// K). Above 128 rows (several tiles of rows, each decoding the weights
-/// again) it has not been timed. `None` for MLX's affine format, which the
-/// kernel does not take.
-pub fn cooperative_rows(format: Format) -> Option<std::ops::RangeInclusive<usize>> {
+/// again) it has not been timed. MLX's affine format from 2 rows at any
+/// count: its only other kernel is the decode kernel (`qmatmul_affine`,
+/// 138.6 µs at 16 rows on the H100), which reads the weights again for
+/// every 8 rows.
+pub fn cooperative_rows(format: Format) -> std::ops::RangeInclusive<usize> {
     match format {
-        Format::Fp4 => Some(DECODE_ROWS as usize + 1..=128),
-        Format::Int4 => Some(17..=128),
-        Format::MlxAffine => None,
+        Format::Fp4 => DECODE_ROWS as usize + 1..=128,
+        Format::Int4 => 17..=128,
+        Format::MlxAffine => 2..=usize::MAX,
     }
+}
+
+/// Whether the cooperative kernel takes MLX's affine weights of `n × k` at
+/// every tile it may plan: N and K multiples of the widest tile's columns
+/// and deepest slice (128), so its reads of the scales and biases stay in
+/// their buffers ([`CoopQgemmConfig::takes_affine`]).
+fn affine_takes(n: usize, k: usize) -> bool {
+    n.is_multiple_of(COOP_QGEMM_COLUMNS[COOP_QGEMM_COLUMNS.len() - 1] as usize) && k.is_multiple_of(SLICE_DEPTHS[SLICE_DEPTHS.len() - 1] as usize)
 }
 
 /// The kernel [`select()`] runs for `problem` on `device` with `overrides`
@@ -116,9 +126,6 @@ pub fn cooperative_rows(format: Format) -> Option<std::ops::RangeInclusive<usize
 pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Overrides) -> QmatmulKernel {
     if overrides.gemm.cooperative == Some(true) {
         return QmatmulKernel::Cooperative;
-    }
-    if problem.format.has_biases() {
-        return QmatmulKernel::Affine;
     }
     let m = problem.m;
     let g = &overrides.gemm;
@@ -128,10 +135,15 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
     // kernel is asked for.
     let cooperative = g.cooperative.is_none()
         && device.wgmma()
-        && cooperative_rows(problem.format).is_some_and(|rows| rows.contains(&m))
+        && cooperative_rows(problem.format).contains(&m)
         && n.is_some_and(CoopQgemmConfig::takes)
         && g.tile.is_none()
         && overrides.threads.is_none();
+    if problem.format.has_biases() {
+        let q = &overrides.qmatmul;
+        let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration].iter().any(Option::is_some);
+        return if cooperative && !decode_asked && affine_takes(problem.n, problem.k) { QmatmulKernel::Cooperative } else { QmatmulKernel::Affine };
+    }
     if problem.layout == QuantLayout::Fragments {
         let gemm_asked = g.tile.is_some() || g.stages.is_some();
         // Above the decode row the cooperative kernel also needs its tile
@@ -318,9 +330,6 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     if !device.features.contains(&Feature::CooperativeTensors) {
         return refuse(format!("{} has no cooperative tensors", device.name));
     }
-    if problem.format.quant_code().is_none() {
-        return refuse(format!("it reads fp4 or int4, not {}", problem.format));
-    }
     if !CoopQgemmConfig::takes(n) {
         return refuse(format!("N = {n} must be a multiple of 8 (16-byte copies of the scales)"));
     }
@@ -363,7 +372,12 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     };
     let splits = g.k_splits.unwrap_or_else(|| cfg.splits_for(m, n, k, units));
     let split_sum = select::split_sum(op, device, g.split_sum, SplitSum::Reduction)?;
-    let cfg = CoopQgemmConfig { splits, split_sum, layout: problem.layout, ..cfg };
+    // Fragment order where the words are in it, else the format's own layout.
+    let layout = if fragments { QuantLayout::Fragments } else { problem.format.dequantize_code().1 };
+    let cfg = CoopQgemmConfig { splits, split_sum, layout, ..cfg };
+    if !cfg.takes_affine(n, k) {
+        return refuse(format!("{} weights of N = {n} and K = {k} need N a multiple of the {}-column tile and K of its {}-deep slices (the decode reads each slice's scales and biases from their buffers)", problem.format, cfg.tn, cfg.tk));
+    }
     // Tile copies test no bounds: the whole-tile variant is the other path's.
     let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
     cfg.check(max_memory)?;
