@@ -183,8 +183,8 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 }
 
 /// The quantized GEMM on cooperative tensors where asked for, and by
-/// default at 33 to 128 rows on `wgmma` devices (MLX's affine weights from
-/// 2 rows, where N and K are whole tiles): its tile for M and K split
+/// default at 33 to 128 rows on `wgmma` devices (MLX's affine weights at
+/// every M, where N and K are whole tiles): its tile for M and K split
 /// below three threadgroups per compute unit, its operands staged by tile
 /// copies there, a tile and splits asked for, and clear refusals of what it
 /// cannot take.
@@ -211,8 +211,8 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
     // (tile copies asked for are refused below).
     let p = problem(Format::Fp4, QuantLayout::Fragments, 64, 11024);
     rows.push(format!("m=64 fragments N=11024 asked: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
-    // MLX's affine weights: the cooperative kernel from 2 rows on, where N
-    // and K are whole tiles; the decode kernel at 1 row and elsewhere.
+    // MLX's affine weights: the cooperative kernel at every M where N and
+    // K are whole tiles; the decode kernel elsewhere.
     for (m, n) in [(1, 11008), (2, 11008), (16, 11008), (128, 11008), (4096, 11008), (16, 11000)] {
         let p = QmatmulProblem { group: 64, ..problem(Format::MlxAffine, QuantLayout::Rows, m, n) };
         rows.push(format!("m={m} mlx_affine N={n}: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap())));
@@ -246,7 +246,7 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=64 fragments: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles_fragments
     m=128 fragments: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles_fragments
     m=64 fragments N=11024 asked: qgemm_coop_fp4_f16_64x64x128_s4_r8_splitk3_fragments
-    m=1 mlx_affine N=11008: qmatmul_affine_f16_r1_c4_w4_t256
+    m=1 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_8x64x128_s4_r8_splitk3_tiles
     m=2 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_8x64x128_s4_r8_splitk3_tiles
     m=16 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_16x64x128_s4_r8_splitk3_tiles
     m=128 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_128x128x64_s4_r8_splitk3_tiles

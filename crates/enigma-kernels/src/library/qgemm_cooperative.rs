@@ -2,9 +2,25 @@
 //! dequant(B)`, A f16 (row-major), B FP4 or INT4 in seed 002's `[K/8][N]`
 //! layout or in the tensor cores' fragment order
 //! ([`CoopQgemmConfig::layout`]) with an f16 scale per group of K values
-//! (`[K/group][N]`), f32 accumulation, C f16 or f32. Any M; N a multiple of
-//! 8 (16-byte copies of the scales); K a multiple of the group, as every
-//! quantized matmul.
+//! (`[K/group][N]`), or MLX's affine weights (below), f32 accumulation, C
+//! f16 or f32. Any M; N a multiple of 8 (16-byte copies of the scales); K
+//! a multiple of the group, as every quantized matmul.
+//!
+//! **MLX's affine weights** (`mlx_affine`: `[N][K/8]` words of unsigned
+//! nibbles, `[N][K/group]` f16 scales and biases, each weight `code ·
+//! scale + bias`; N a multiple of the tile's columns and K of its slice,
+//! [`CoopQgemmConfig::takes_affine`]): a slice's words are the tile's `tn`
+//! columns of `tk / 8` words, one box (or the threads' copies) from
+//! `[N][K/8]`. A slice's scales and biases are one to four values per
+//! column, too narrow a row for a copy, so the threads stage them: each
+//! loads its share of the next slice's into registers during the current
+//! slice and stores it after the product into the buffer of that slice's
+//! parity (two buffers each), which the next iteration's barrier hands to
+//! the decode. Read from the buffers by the decode instead, they ran at
+//! 67 µs where staged they run at 29 (16 rows of 11008 × 4096 on the H200,
+//! `BENCHMARKS.md`). The decode is `cooperative_dequantize` with the
+//! unsigned code, MLX's columns layout and the biases: on CUDA one
+//! `__hfma2` per pair of weights in place of the scaling `__hmul2`.
 //!
 //! **Fragment order** (`_fragments`; K a multiple of 64, N of 16, the
 //! layout's units): a slice's words are `tk / 64` rows of units, each the

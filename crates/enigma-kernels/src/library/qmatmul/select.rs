@@ -3,7 +3,11 @@
 //! configuration ([`select`], or [`select_kernel`] for a kernel the caller
 //! names).
 //!
-//! The rule: MLX's affine format runs `qmatmul_affine` at any M. Weights in
+//! The rule: MLX's affine format runs the GEMM on cooperative tensors
+//! (`qgemm_cooperative`) at any M where the device's cooperative products
+//! are `wgmma` and N and K are multiples of 128, unless a thread count or
+//! the decode kernel's blocking is asked for, and `qmatmul_affine`
+//! elsewhere. Weights in
 //! fragment order run the fragment decode row (`qmatmul_fragments`) up to
 //! its `DECODE_ROWS`, unless the overrides ask for a GEMM's features (a
 //! tile, stages, K splits summed in the kernel, which the decode row does
@@ -59,14 +63,15 @@ pub enum QmatmulKernel {
     Decode,
     /// FP4/INT4 in fragment order, a few rows: `qmatmul_fragments`.
     FragmentsDecode,
-    /// MLX's affine format at any M: `qmatmul_affine`.
+    /// MLX's affine format where the cooperative kernel does not run it:
+    /// `qmatmul_affine`.
     Affine,
     /// The tensor-core GEMM on B decoded from staged words: `gemm::qgemm`.
     Tiled,
     /// The fused variant of seed 002: `qgemm_fused` (only when named).
     Fused,
-    /// FP4/INT4 in their row layout on cooperative tensors:
-    /// `qgemm_cooperative` (where asked for, and by default at
+    /// FP4/INT4 (in either layout) and MLX's affine weights on cooperative
+    /// tensors: `qgemm_cooperative` (where asked for, and by default at
     /// [`cooperative_rows`] where products are `wgmma`).
     Cooperative,
 }
@@ -101,15 +106,16 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 /// GEMM to 16 rows. At 48, 64 and 128 rows of INT4 it ran 30.2, 30.0 and
 /// 38.3 against 49.0, 51 and 70 (whose tiles above 32 rows no longer split
 /// K). Above 128 rows (several tiles of rows, each decoding the weights
-/// again) it has not been timed. MLX's affine format from 2 rows at any
-/// count: its only other kernel is the decode kernel (`qmatmul_affine`,
-/// 138.6 µs at 16 rows on the H100), which reads the weights again for
-/// every 8 rows.
+/// again) it has not been timed. MLX's affine format at every row count:
+/// on the H200 (11008 × 4096, group 64, `BENCHMARKS.md`) it ran 29.2, 29.1,
+/// 29.4, 29.7, 36.7 and 40.5 µs at 1, 2, 4, 16, 64 and 128 rows against the
+/// decode kernel's (`qmatmul_affine`, which reads the weights again for
+/// every 8 rows) 31.8, 59.0, 206.8, 1432, 5716 and 11366.
 pub fn cooperative_rows(format: Format) -> std::ops::RangeInclusive<usize> {
     match format {
         Format::Fp4 => DECODE_ROWS as usize + 1..=128,
         Format::Int4 => 17..=128,
-        Format::MlxAffine => 2..=usize::MAX,
+        Format::MlxAffine => 1..=usize::MAX,
     }
 }
 
