@@ -154,9 +154,12 @@ def test_qmatmul_refuses_an_unknown_variant_affine_weights_and_an_n_the_cooperat
     with pytest.raises(ValueError, match="variant is 'auto', 'separate', 'fused' or 'cooperative', not 'tiled'"):
         ops.qmatmul(a, packed, scales, "int4", variant="tiled", rt=rt)
     packed, scales, biases = ops.quantize(w, "mlx_affine", group=64)
-    for variant in ("fused", "cooperative"):
-        with pytest.raises(Exception, match="mlx_affine"):
-            ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant=variant, rt=rt)
+    with pytest.raises(Exception, match="mlx_affine"):
+        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant="fused", rt=rt)
+    # MLX's affine weights on cooperative tensors: N whole tiles of columns.
+    packed, scales, biases = ops.quantize(np.ones((64, 72), dtype=np.float32), "mlx_affine", group=64)
+    with pytest.raises(Exception, match="mlx_affine weights of N = 72 and K = 64 need N a multiple of the 64-column tile"):
+        ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant="cooperative", rt=rt)
     # The kernel on cooperative tensors copies the scales 16 bytes at a time.
     packed, scales = ops.quantize(np.ones((64, 36), dtype=np.float32), "int4", group=64)
     with pytest.raises(Exception, match="N = 36 must be a multiple of 8"):
@@ -172,8 +175,11 @@ def test_qmatmul_on_cooperative_tensors_matches_numpy(rt, layout, format, m, n, 
     check_tensor_core_product(rt, format, m, n, k, group, m * 1000 + n + k + 13, layout=layout, variant="cooperative")
 
 
-@pytest.mark.parametrize("m,n,k,group", [(1, 1, 64, 32), (3, 7, 128, 128), (8, 33, 192, 64), (9, 100, 128, 64)])
-def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group):
+@pytest.mark.parametrize("m,n,k,group,variant", [(1, 1, 64, 32, "auto"), (3, 7, 128, 128, "auto"), (8, 33, 192, 64, "auto"), (9, 100, 128, 64, "auto"),
+                                                 (1, 128, 128, 64, "cooperative"), (17, 256, 256, 32, "cooperative"), (40, 128, 384, 128, "cooperative")])
+def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group, variant):
+    """MLX's affine weights against numpy's decoding of them: by the decode
+    kernel (``"auto"`` on the simulator) and on cooperative tensors."""
     r = np.random.default_rng(m * 1000 + n + k + 7)
     # Columns of different offsets, so that the biases matter.
     w = (r.uniform(-1, 1, (k, n)) + 0.25 * np.arange(n)).astype(np.float32)
@@ -186,12 +192,15 @@ def test_qmatmul_mlx_affine_matches_numpy(rt, m, n, k, group):
     s = np.repeat(scales.astype(np.float64), group, axis=1).T
     b = np.repeat(biases.astype(np.float64), group, axis=1).T
     bound = np.abs(a.astype(np.float64)) @ (np.abs(s * codes) + np.abs(b))
-    c32 = ops.qmatmul(a, packed, scales, "mlx_affine", out_dtype=np.float32, biases=biases, rt=rt)
+    # On cooperative tensors each weight is rounded to float16 (its
+    # code · scale + bias, once), as every tensor-core product rounds it.
+    rounding = 2.0 ** -11 if variant == "cooperative" else 3e-6
+    c32 = ops.qmatmul(a, packed, scales, "mlx_affine", out_dtype=np.float32, biases=biases, variant=variant, rt=rt)
     assert c32.dtype == np.float32 and c32.shape == (m, n)
-    assert np.all(np.abs(c32 - want) <= bound * 3e-6 + 1e-7)
-    c16 = ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, rt=rt)
+    assert np.all(np.abs(c32 - want) <= bound * rounding + 1e-7)
+    c16 = ops.qmatmul(a, packed, scales, "mlx_affine", biases=biases, variant=variant, rt=rt)
     assert c16.dtype == np.float16 and c16.shape == (m, n)
-    assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * 3e-6 + 1e-7)
+    assert np.all(np.abs(c16.astype(np.float64) - want) <= np.abs(want) / 1024 + bound * rounding + 1e-7)
     with pytest.raises(ValueError, match=r"biases go with format='mlx_affine' only"):
         ops.qmatmul(a, packed, scales, "mlx_affine", rt=rt)
     with pytest.raises(TypeError, match=r"biases must be a float16 array"):

@@ -1500,15 +1500,18 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
             for |a| <= 4094), the
             tensor-core kernel above (on GPUs whose products are ``wgmma``,
             the kernel on cooperative tensors from 17 rows for ``"int4"``
-            and 5 for ``"fp4"`` to 128). ``"separate"``: the tensor-core
+            and 5 for ``"fp4"`` to 128, and at every M for ``"mlx_affine"``
+            where N and K are multiples of 128). ``"separate"``: the tensor-core
             kernel, B tiles decoded from packed words staged in threadgroup
             memory, each weight rounded to float16 with its scale.
             ``"fused"``: seed 002's fused kernel, B dequantized per SIMD
             group through one 8×8 fragment. ``"cooperative"``: the kernel on
             cooperative tensors at any M (C computed transposed, the weights
             dequantized into the product's left operand, each rounded to
-            float16 with its scale; N a multiple of 8, on a device with
-            cooperative tensors). The last three read ``"fp4"`` and
+            float16 with its scale, plus its bias for ``"mlx_affine"``; N a
+            multiple of 8, for ``"mlx_affine"`` N a multiple of the tile's
+            columns and K of its slices, on a device with cooperative
+            tensors). ``"separate"`` and ``"fused"`` read ``"fp4"`` and
             ``"int4"`` only.
         layout: ``"rows"``, or ``"fragments"`` for weights from
             ``quantize(..., layout="fragments")``: the tensor cores at every
