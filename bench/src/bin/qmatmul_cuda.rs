@@ -409,6 +409,8 @@ fn main() {
             runs.extend(configs.into_iter().map(Run::Decode));
             for run in runs {
                 let options = match run {
+                    // MLX's affine kernel: columns per SIMD group and words per load.
+                    Run::Decode((threads, cols, words, k_splits, _)) if format.has_biases() => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_simdgroup: Some(cols), words_per_load: Some(words), ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, ..GemmOptions::default() }, ..Options::default() },
                     Run::Decode((threads, cols, words, k_splits, stages)) => Options { threads: Some(threads), qmatmul: QmatmulOptions { columns_per_thread: Some(cols), words_per_iteration: Some(words), stages, ..QmatmulOptions::default() }, gemm: GemmOptions { k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Separate(gemm_tile, stages, k_splits) => Options { gemm: GemmOptions { tile: gemm_tile, stages, k_splits, split_sum: args.split_sum, ..GemmOptions::default() }, ..Options::default() },
                     Run::Fragments(gemm_tile, stages, k_splits, spec) => Options {

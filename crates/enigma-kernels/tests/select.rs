@@ -18,7 +18,7 @@ use enigma_kernels::library::conv_implicit::ImplicitConvConfig;
 use enigma_kernels::library::gemm::{self, GemmPlan, GemmProblem};
 use enigma_kernels::library::qmatmul::{self, QmatmulKernel, QmatmulProblem, QmatmulSelection};
 use enigma_kernels::library::quant::Format;
-use enigma_kernels::library::select::{AttentionOptions, GemmOptions, Overrides};
+use enigma_kernels::library::select::{AttentionOptions, GemmOptions, Overrides, QmatmulOptions};
 use enigma_kernels::library::split::SplitSum;
 use enigma_kernels::library::tile::GemmTile;
 use enigma_kernels::library::DType;
@@ -116,7 +116,16 @@ fn overrides_move_the_kernel_choice() {
     let rows = |format: Format, m: usize| qmatmul::kernel_for(&QmatmulProblem { format, m, ..problem }, &sm_90a, &Overrides::default());
     assert_eq!([16, 17, 128, 129].map(|m| rows(Format::Int4, m)), [QmatmulKernel::Tiled, QmatmulKernel::Cooperative, QmatmulKernel::Cooperative, QmatmulKernel::Tiled]);
     assert_eq!([4, 5, 128, 129].map(|m| rows(Format::Fp4, m)), [QmatmulKernel::Decode, QmatmulKernel::Cooperative, QmatmulKernel::Cooperative, QmatmulKernel::Tiled]);
+    // MLX's affine weights: the cooperative kernel where N and K are whole
+    // tiles of 128, unless the affine decode kernel's own blocking is asked
+    // for (the FP4/INT4 decode kernel's options do not count).
     assert_eq!(rows(Format::MlxAffine, 64), QmatmulKernel::Affine);
+    let affine = QmatmulProblem { format: Format::MlxAffine, m: 2, n: 128, ..problem };
+    assert_eq!(qmatmul::kernel_for(&affine, &sm_90a, &Overrides::default()), QmatmulKernel::Cooperative);
+    let blocking = |qmatmul: QmatmulOptions| qmatmul::kernel_for(&affine, &sm_90a, &Overrides { qmatmul, ..Overrides::default() });
+    assert_eq!(blocking(QmatmulOptions { columns_per_simdgroup: Some(2), ..QmatmulOptions::default() }), QmatmulKernel::Affine);
+    assert_eq!(blocking(QmatmulOptions { words_per_load: Some(2), ..QmatmulOptions::default() }), QmatmulKernel::Affine);
+    assert_eq!(blocking(QmatmulOptions { columns_per_thread: Some(2), ..QmatmulOptions::default() }), QmatmulKernel::Cooperative);
     let declined = Overrides { gemm: GemmOptions { cooperative: Some(false), ..GemmOptions::default() }, ..Overrides::default() };
     assert_eq!(qmatmul::kernel_for(&big, &sm_90a, &declined), QmatmulKernel::Tiled);
     // The cooperative kernel sums its own K splits too, in either layout;
@@ -183,8 +192,8 @@ fn gemm_on_cooperative_tensors_where_products_are_wgmma() {
 }
 
 /// The quantized GEMM on cooperative tensors where asked for, and by
-/// default at 33 to 128 rows on `wgmma` devices (MLX's affine weights at
-/// every M, where N and K are whole tiles): its tile for M and K split
+/// default at 33 to 128 rows on `wgmma` devices (MLX's affine weights from
+/// 2 rows, where N and K are whole tiles): its tile for M and K split
 /// below three threadgroups per compute unit, its operands staged by tile
 /// copies there, a tile and splits asked for, and clear refusals of what it
 /// cannot take.
@@ -211,8 +220,8 @@ fn quantized_gemm_on_cooperative_tensors_where_asked_and_by_default_on_wgmma() {
     // (tile copies asked for are refused below).
     let p = problem(Format::Fp4, QuantLayout::Fragments, 64, 11024);
     rows.push(format!("m=64 fragments N=11024 asked: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &asked).unwrap())));
-    // MLX's affine weights: the cooperative kernel at every M where N and
-    // K are whole tiles; the decode kernel elsewhere.
+    // MLX's affine weights: the cooperative kernel from 2 rows where N and
+    // K are whole tiles; the decode kernel at one row and elsewhere.
     for (m, n) in [(1, 11008), (2, 11008), (16, 11008), (128, 11008), (4096, 11008), (16, 11000)] {
         let p = QmatmulProblem { group: 64, ..problem(Format::MlxAffine, QuantLayout::Rows, m, n) };
         rows.push(format!("m={m} mlx_affine N={n}: {}", qmatmul_row(&qmatmul::select(&p, &sm_90a, &Overrides::default()).unwrap())));
@@ -246,7 +255,7 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=64 fragments: qgemm_coop_int4_f16_64x128x128_s4_r8_splitk3_tiles_fragments
     m=128 fragments: qgemm_coop_int4_f16_128x128x64_s4_r8_splitk3_tiles_fragments
     m=64 fragments N=11024 asked: qgemm_coop_fp4_f16_64x64x128_s4_r8_splitk3_fragments
-    m=1 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_8x64x128_s4_r8_splitk3_tiles
+    m=1 mlx_affine N=11008: qmatmul_affine_f16_r1_c4_w2_t256
     m=2 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_8x64x128_s4_r8_splitk3_tiles
     m=16 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_16x64x128_s4_r8_splitk3_tiles
     m=128 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_128x128x64_s4_r8_splitk3_tiles

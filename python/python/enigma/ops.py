@@ -1500,7 +1500,7 @@ def qmatmul(a: _Any, packed: _Any, scales: _Any, format: str = "fp4", *, out_dty
             for |a| <= 4094), the
             tensor-core kernel above (on GPUs whose products are ``wgmma``,
             the kernel on cooperative tensors from 17 rows for ``"int4"``
-            and 5 for ``"fp4"`` to 128, and at every M for ``"mlx_affine"``
+            and 5 for ``"fp4"`` to 128, and from 2 rows for ``"mlx_affine"``
             where N and K are multiples of 128). ``"separate"``: the tensor-core
             kernel, B tiles decoded from packed words staged in threadgroup
             memory, each weight rounded to float16 with its scale.

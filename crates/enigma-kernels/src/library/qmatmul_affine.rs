@@ -223,11 +223,21 @@ pub(crate) fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threa
         None => [4, 2, 1].into_iter().find(|&c| rows * c <= DEFAULT_REGISTER_TILE && n32.div_ceil(simdgroups * c) >= options.min_tiles).unwrap_or(1),
     };
     // K is a multiple of the group, so of 32 = 8 · 4: every width divides it.
+    // By default two words per load at one row, one at two rows and four
+    // above (narrower where a lane would get no chunk): on the H200 (11008
+    // × 4096, group 64, `BENCHMARKS.md`) one row took 20.6 µs with two
+    // against 22.5 with one and 31.7 with four, two rows 27.9 with one
+    // against 44.3 and 58.9; more rows are untimed.
     let chunks = |w: u32| k32 / (w * VALUES_PER_WORD as u32);
+    let widest = match m32 {
+        1 => 2,
+        2 => 1,
+        _ => 4,
+    };
     let words = match options.words {
         Some(w) if !LOAD_WORDS.contains(&w) => return Err(ShapeError::new(name, format!("{w} packed words per lane and load must be 1, 2 or 4"))),
         Some(w) => w,
-        None => [4, 2, 1].into_iter().find(|&w| chunks(w) >= SIMD_WIDTH).unwrap_or(1),
+        None => LOAD_WORDS.into_iter().rev().filter(|&w| w <= widest).find(|&w| chunks(w) >= SIMD_WIDTH).unwrap_or(1),
     };
     let tiles = n32.div_ceil(simdgroups * cols);
     Ok(DecodePlan {
@@ -268,12 +278,14 @@ mod tests {
 
     #[test]
     fn llama_mlp_shapes() {
-        // K = 4096: 128 chunks of uint4 per column, every lane busy; 4
-        // columns per SIMD group, 32 per threadgroup: 344 threadgroups.
+        // K = 4096 at one row: 256 chunks of uint2 per column, every lane
+        // busy; 4 columns per SIMD group, 32 per threadgroup: 344
+        // threadgroups. Two rows load one word.
         let p = plan(DType::F16, 1, 11008, 4096, 64, 256, BlockingOptions::default()).unwrap();
-        assert_eq!((p.blocking.rows, p.blocking.cols, p.blocking.words, p.group_shift()), (1, 4, 4, 6));
+        assert_eq!((p.blocking.rows, p.blocking.cols, p.blocking.words, p.group_shift()), (1, 4, 2, 6));
         assert_eq!(p.dispatch, Dispatch::threadgroups([344, 1, 1], 256));
-        assert_eq!(p.kernel().name, "qmatmul_affine_f16_r1_c4_w4_t256");
+        assert_eq!(p.kernel().name, "qmatmul_affine_f16_r1_c4_w2_t256");
+        assert_eq!(plan(DType::F16, 2, 11008, 4096, 64, 256, BlockingOptions::default()).unwrap().kernel().name, "qmatmul_affine_f16_r2_c4_w1_t256");
         assert_eq!(p.bytes(), 4096 * 2 + 4096 * 11008 / 2 + 2 * (64 * 11008 * 2) + 11008 * 2);
         // At least 600 threadgroups: 2 columns per SIMD group (688).
         let gpu = BlockingOptions { min_tiles: 600, ..BlockingOptions::default() };
@@ -282,9 +294,10 @@ mod tests {
         let p = plan(DType::F32, 20, 4096, 11008, 128, 256, BlockingOptions::default()).unwrap();
         assert_eq!((p.blocking.rows, p.blocking.cols), (8, 1));
         assert_eq!(p.dispatch, Dispatch::threadgroups([512, 3, 1], 256));
-        // Short K: narrower loads so that every lane has a chunk (K = 512:
-        // 32 chunks of uint2), down to uint for K = 64 (8 chunks).
+        // Short K: narrower loads so that every lane has a chunk (K = 256:
+        // 16 chunks of uint2, so uint), down to uint for K = 64 (8 chunks).
         assert_eq!(plan(DType::F32, 1, 8, 512, 32, 256, BlockingOptions::default()).unwrap().blocking.words, 2);
+        assert_eq!(plan(DType::F32, 1, 8, 256, 32, 256, BlockingOptions::default()).unwrap().blocking.words, 1);
         assert_eq!(plan(DType::F32, 1, 8, 64, 64, 256, BlockingOptions::default()).unwrap().blocking.words, 1);
     }
 

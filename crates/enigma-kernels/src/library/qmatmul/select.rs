@@ -6,8 +6,8 @@
 //! The rule: MLX's affine format runs the GEMM on cooperative tensors
 //! (`qgemm_cooperative`) at any M where the device's cooperative products
 //! are `wgmma` and N and K are multiples of 128, unless a thread count or
-//! the decode kernel's blocking is asked for, and `qmatmul_affine`
-//! elsewhere. Weights in
+//! the affine decode kernel's blocking (rows, columns per SIMD group, words
+//! per load) is asked for, and `qmatmul_affine` elsewhere. Weights in
 //! fragment order run the fragment decode row (`qmatmul_fragments`) up to
 //! its `DECODE_ROWS`, unless the overrides ask for a GEMM's features (a
 //! tile, stages, K splits summed in the kernel, which the decode row does
@@ -106,16 +106,18 @@ fn kernel_sum_asked(overrides: &Overrides) -> bool {
 /// GEMM to 16 rows. At 48, 64 and 128 rows of INT4 it ran 30.2, 30.0 and
 /// 38.3 against 49.0, 51 and 70 (whose tiles above 32 rows no longer split
 /// K). Above 128 rows (several tiles of rows, each decoding the weights
-/// again) it has not been timed. MLX's affine format at every row count:
-/// on the H200 (11008 × 4096, group 64, `BENCHMARKS.md`) it ran 29.2, 29.1,
-/// 29.4, 29.7, 36.7 and 40.5 µs at 1, 2, 4, 16, 64 and 128 rows against the
-/// decode kernel's (`qmatmul_affine`, which reads the weights again for
-/// every 8 rows) 31.8, 59.0, 206.8, 1432, 5716 and 11366.
+/// again) it has not been timed. MLX's affine format from 2 rows: on the
+/// H200 (11008 × 4096, group 64, `BENCHMARKS.md`) it ran 29.1, 29.4, 29.7,
+/// 36.7 and 40.5 µs at 2, 4, 16, 64 and 128 rows against the decode
+/// kernel's (`qmatmul_affine`, which reads the weights again for every 8
+/// rows) 59.0, 206.8, 1432, 5716 and 11366 with its earlier default of
+/// four words per load, and 27.9 at 2 rows with its best blocking, the
+/// default now; at one row that kernel takes 20.6 µs against 28.7.
 pub fn cooperative_rows(format: Format) -> std::ops::RangeInclusive<usize> {
     match format {
         Format::Fp4 => DECODE_ROWS as usize + 1..=128,
         Format::Int4 => 17..=128,
-        Format::MlxAffine => 1..=usize::MAX,
+        Format::MlxAffine => 2..=usize::MAX,
     }
 }
 
@@ -146,8 +148,9 @@ pub fn kernel_for(problem: &QmatmulProblem, device: &DeviceInfo, overrides: &Ove
         && g.tile.is_none()
         && overrides.threads.is_none();
     if problem.format.has_biases() {
+        // The affine decode kernel's own blocking asked for keeps it.
         let q = &overrides.qmatmul;
-        let decode_asked = [q.rows_per_threadgroup, q.columns_per_thread, q.words_per_iteration].iter().any(Option::is_some);
+        let decode_asked = [q.rows_per_threadgroup, q.columns_per_simdgroup, q.words_per_load].iter().any(Option::is_some);
         return if cooperative && !decode_asked && affine_takes(problem.n, problem.k) { QmatmulKernel::Cooperative } else { QmatmulKernel::Affine };
     }
     if problem.layout == QuantLayout::Fragments {
