@@ -260,7 +260,7 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=16 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_16x64x128_s4_r8_splitk3_tiles
     m=128 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_128x128x64_s4_r8_splitk3_tiles
     m=4096 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_256x128x64_s4_r8_tiles
-    m=16 mlx_affine N=11000: qmatmul_affine_f16_r8_c1_w4_t256
+    m=16 mlx_affine N=11000: qmatmul_affine_f16_r8_c1_w1_t256
     refused: qmatmul: the quantized GEMM on cooperative tensors: mlx_affine weights of N = 11000 and K = 4096 need N a multiple of the 64-column tile and K of its 128-deep slices (the decode reads each slice's scales and biases from their buffers)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 11024 must be a multiple of 32 for tile copies of fragment-ordered words (rows of 256 words)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
@@ -380,19 +380,19 @@ const EXPECTED_QMATMUL: &str = "
     sim fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
     sim fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     sim fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s2_whole_fragments splits=1 sum=Reduction
-    sim mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+    sim mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w1_t256
     cuda int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t512 splits=1
     cuda int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4_splitk_s4_whole splits=4 sum=Reduction
     cuda fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
     cuda fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     cuda fp4 fragments m=64: qgemm_fp4_f16_64x128x64_sg2x2_s4_whole_fragments splits=1 sum=Reduction
-    cuda mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+    cuda mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w1_t256
     metal int4 rows m=1: qmatmul_int4_f16_r1_c4_u8_t512 splits=1
     metal int4 rows m=16: qgemm_int4_f16_16x128x64_sg1x4 splits=1 sum=Reduction
     metal fp4 fragments m=1: qmatmul_fp4_f16_fragments_u2_t256 splits=1
     metal fp4 fragments m=16: qmatmul_fp4_f16_fragments_u2_t128_r16_s2 splits=1
     metal fp4 fragments m=64: refused: qgemm_fp4_f16_64x128x64_sg2x2_fragments: fragment-ordered weights take 2 stages or more (not 1), the whole-tile kernel (a shape the tile divides along N and K)
-    metal mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w4_t256
+    metal mlx_affine rows m=32: qmatmul_affine_f16_r8_c1_w1_t256
 ";
 const EXPECTED_ATTENTION: &str = "
     sim f16 1x32/32x2048x128: attention_fused_f16_wide_c2_t96_h1_l8_k1_s4 splits=1

@@ -223,17 +223,13 @@ pub(crate) fn plan(out: DType, m: usize, n: usize, k: usize, group: usize, threa
         None => [4, 2, 1].into_iter().find(|&c| rows * c <= DEFAULT_REGISTER_TILE && n32.div_ceil(simdgroups * c) >= options.min_tiles).unwrap_or(1),
     };
     // K is a multiple of the group, so of 32 = 8 · 4: every width divides it.
-    // By default two words per load at one row, one at two rows and four
-    // above (narrower where a lane would get no chunk): on the H200 (11008
-    // × 4096, group 64, `BENCHMARKS.md`) one row took 20.6 µs with two
-    // against 22.5 with one and 31.7 with four, two rows 27.9 with one
-    // against 44.3 and 58.9; more rows are untimed.
+    // By default two words per load at one row and one above (narrower
+    // where a lane would get no chunk): on the H200 (11008 × 4096, group
+    // 64, `BENCHMARKS.md`) one row took 20.6 µs with two against 22.5 with
+    // one and 31.7 with four; at 2, 3, 4 and 8 rows one word was the
+    // fastest at every column count (2 rows 27.9 against 44.3 and 58.9).
     let chunks = |w: u32| k32 / (w * VALUES_PER_WORD as u32);
-    let widest = match m32 {
-        1 => 2,
-        2 => 1,
-        _ => 4,
-    };
+    let widest = if m32 == 1 { 2 } else { 1 };
     let words = match options.words {
         Some(w) if !LOAD_WORDS.contains(&w) => return Err(ShapeError::new(name, format!("{w} packed words per lane and load must be 1, 2 or 4"))),
         Some(w) => w,
