@@ -1361,7 +1361,7 @@ impl<'c> Gen<'c> {
             (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1)
         };
         let words_len = if layout.is_rows() { 96 } else { 288 };
-        let unit_rows = if columns { m } else { k.div_ceil(layout.unit().0) };
+        let unit_rows = layout.rows_of_units(k, m);
         let stride = self.ch.range(span, span + 8);
         let offset = self.ch.below(words_len - ((unit_rows - 1) * stride + span) + 1);
         let groups = ((k - 1) >> group_shift) + 1;

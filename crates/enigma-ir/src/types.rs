@@ -145,6 +145,16 @@ impl QuantLayout {
         }
     }
 
+    /// The rows of units a `k × n` tile (or packed matrix) spans, a partial
+    /// last one counted: `k / 8` in rows, `k / 64` in fragments, its `n`
+    /// columns in columns ([`QuantLayout::locate`]'s first coordinate).
+    pub fn rows_of_units(self, k: u32, n: u32) -> u32 {
+        match self {
+            QuantLayout::Columns => n,
+            QuantLayout::Rows | QuantLayout::Fragments => k.div_ceil(self.unit().0),
+        }
+    }
+
     /// Words from one row of units to the next in a packed `k × n` matrix
     /// (from one column to the next in columns).
     pub fn stride(self, k: u32, n: u32) -> u32 {
@@ -563,6 +573,19 @@ impl From<Scalar> for Type {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_quant_layout_places_scales_and_counts_rows_of_units() {
+        // Group 3 of column 5, scales 40 apart: [K/group][N] rows and
+        // fragments, [N][K/group] columns.
+        assert_eq!([QuantLayout::Rows, QuantLayout::Fragments, QuantLayout::Columns].map(|l| l.scale_index(3, 5, 40)), [125, 125, 203]);
+        // A 200 × 48 tile: 25 rows of 8, 4 of 64 (the last partial), 48 columns.
+        assert_eq!([QuantLayout::Rows, QuantLayout::Fragments, QuantLayout::Columns].map(|l| l.rows_of_units(200, 48)), [25, 4, 48]);
+        assert_eq!([QuantLayout::Rows, QuantLayout::Fragments, QuantLayout::Columns].map(|l| l.stride(200, 48)), [48, 384, 25]);
+        assert_eq!(QuantLayout::ALL.map(|l| QuantLayout::from_name(l.name())), QuantLayout::ALL.map(Some));
+        assert_eq!(QuantCode::ALL.map(|c| c.name()), ["int4", "fp4", "uint4"]);
+        assert_eq!((0..16).map(|n| QuantCode::Uint4.value(n)).collect::<Vec<_>>(), (0..16).map(|n| n as f32).collect::<Vec<_>>());
+    }
 
     #[test]
     fn each_quant_layout_places_every_weight_of_a_matrix_once() {

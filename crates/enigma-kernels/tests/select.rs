@@ -261,7 +261,7 @@ const EXPECTED_COOPERATIVE_QUANTIZED: &str = "
     m=128 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_128x128x64_s4_r8_splitk3_tiles
     m=4096 mlx_affine N=11008: qgemm_coop_mlx_affine_f16_256x128x64_s4_r8_tiles
     m=16 mlx_affine N=11000: qmatmul_affine_f16_r8_c1_w1_t256
-    refused: qmatmul: the quantized GEMM on cooperative tensors: mlx_affine weights of N = 11000 and K = 4096 need N a multiple of the 64-column tile and K of its 128-deep slices (the decode reads each slice's scales and biases from their buffers)
+    refused: qmatmul: the quantized GEMM on cooperative tensors: mlx_affine weights of N = 11000 and K = 4096 need N a multiple of the 64-column tile and K of its 128-deep slices (the threads load each slice's scales and biases from their buffers)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 11024 must be a multiple of 32 for tile copies of fragment-ordered words (rows of 256 words)
     refused: qmatmul: the quantized GEMM on cooperative tensors: N = 100 must be a multiple of 8 (16-byte copies of the scales)
     refused: qmatmul: the quantized GEMM on cooperative tensors: a thread count is an option of the SIMD-group kernels

@@ -106,8 +106,8 @@ struct Packing {
 
 impl Packing {
     fn words_len(&self, (rows, cols): (u32, u32)) -> usize {
-        let rows_of_words = if self.layout == QuantLayout::Columns { rows } else { cols.div_ceil(self.layout.unit().0) };
-        (self.offset + rows_of_words * self.stride) as usize
+        // The tensor's rows are N, its columns K.
+        (self.offset + self.layout.rows_of_units(cols, rows) * self.stride) as usize
     }
     fn scales_len(&self, (rows, cols): (u32, u32)) -> usize {
         let groups = ((cols - 1) >> self.group_shift) + 1;

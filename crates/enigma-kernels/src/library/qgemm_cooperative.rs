@@ -324,8 +324,8 @@ impl CoopQgemmConfig {
     }
 
     /// Whether this kernel of MLX's affine weights takes `n × k` weights:
-    /// whole tiles of columns and slices of K, so that the decode's reads
-    /// of the scales and biases (from the buffers) stay inside them. Every
+    /// whole tiles of columns and slices of K, so that the threads' loads
+    /// of each slice's scales and biases stay inside their buffers. Every
     /// other format's kernel takes any.
     pub fn takes_affine(&self, n: u32, k: u32) -> bool {
         !self.format.has_biases() || (n.is_multiple_of(self.tn) && k.is_multiple_of(self.tk))
@@ -338,17 +338,13 @@ impl CoopQgemmConfig {
         (n * 8).is_multiple_of(FRAGMENT_BOX_WORDS)
     }
 
-    /// The box of words a slice stages: `tk / r` rows of the layout's
-    /// units (`r × c` weights, `r·c / 8` words each: one word of a column
-    /// in rows, 128 in fragment order) by the tile's `tn / c` units of a
-    /// row, that is `tn · r / 8` words; in MLX's columns the tile's `tn`
-    /// columns of `tk / 8` words each.
+    /// The box of words a slice stages: the `tk × tn` tile's rows of the
+    /// layout's units, each its words of a row ([`QuantLayout::stride`]):
+    /// `tk / 8` rows of `tn` words in rows, `tk / 64` rows of `8 · tn` in
+    /// fragment order, the tile's `tn` columns of `tk / 8` words in MLX's
+    /// columns.
     pub fn word_box(&self) -> (u32, u32) {
-        if self.layout == QuantLayout::Columns {
-            return (self.tn, self.tk / VALUES_PER_WORD as u32);
-        }
-        let (unit_rows, _) = self.layout.unit();
-        (self.tk / unit_rows, self.tn * unit_rows / VALUES_PER_WORD as u32)
+        (self.layout.rows_of_units(self.tk, self.tn), self.layout.stride(self.tk, self.tn))
     }
 
     pub fn dispatch(&self, m: u32, n: u32) -> Dispatch {
@@ -369,7 +365,7 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     let summed = splits > 1 && cfg.split_sum == SplitSum::LastThreadgroup;
     let code = format.dequantize_code().0;
     // MLX's affine weights: `[N][K/8]` words, a slice's box `tn` columns of
-    // `tk / 8` words; scales and biases read from the buffers.
+    // `tk / 8` words; the threads stage each slice's scales and biases.
     let columns = cfg.layout == QuantLayout::Columns;
     let threads = cfg.threads();
     // The words' box per slice (`word_rows` rows of `word_cols`), and the
@@ -432,6 +428,16 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     // where the threads copy.
     let b_words = if columns { (n, kk / VALUES_PER_WORD as u32) } else { (kk / unit_rows, n * words_pitch_per_n) };
     let (words_k, words_n) = if tile_copies { b_words } else { (k.let_("words_k", b_words.0), k.let_("words_n", b_words.1)) };
+    // Slice `t`'s box of words in B's `words_k × words_n` matrix of words:
+    // its first row and column (the slice's rows of units at the tile's
+    // columns; in MLX's columns the tile's columns at the slice's words).
+    let word_origin = |k: &mut KernelBuilder, tag: &str, t: Ex| {
+        if columns {
+            (n0, k.let_(&format!("{tag}_w0"), t * word_cols))
+        } else {
+            (k.let_(&format!("{tag}_w0"), t * word_rows), n0 * words_pitch_per_n)
+        }
+    };
 
     // The weights are f16, A's type: the product reads them as they are.
     let desc = Matmul2dDescriptor { transpose_right: true, mode: Matmul2dMode::MultiplyAccumulate, ..Matmul2dDescriptor::new(tn, tm, Some(tk)) };
@@ -452,15 +458,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         // tested (a stage holds the rows of the smallest group).
         let inside = |test: Ex| if whole { Ex::from(true) } else { test };
         a_ops.issue_into(k, &format!("{tag}_a"), stage, m0 * kk + k0, kk, |r, c| inside((m0 + r).lt(m).and((k0 + c).lt(kk))));
-        if columns {
-            // The tile's columns, each the slice's run of its words.
-            let w0 = k.let_(&format!("{tag}_w0"), t * word_cols);
-            word_ops.issue_into(k, &format!("{tag}_w"), stage, n0 * words_n + w0, words_n, |r, c| inside((n0 + r).lt(words_k).and((w0 + c).lt(words_n))));
-        } else {
-            let w0 = k.let_(&format!("{tag}_w0"), t * word_rows);
-            let wn0 = n0 * words_pitch_per_n;
-            word_ops.issue_into(k, &format!("{tag}_w"), stage, w0 * words_n + wn0, words_n, |r, c| inside((w0 + r).lt(words_k).and((wn0 + c).lt(words_n))));
-        }
+        let (w_row, w_col) = word_origin(k, tag, t);
+        word_ops.issue_into(k, &format!("{tag}_w"), stage, w_row * words_n + w_col, words_n, |r, c| inside((w_row + r).lt(words_k).and((w_col + c).lt(words_n))));
         if let Some(scale_ops) = scale_ops {
             let g0 = k.let_(&format!("{tag}_g0"), k0 >> group_shift);
             scale_ops.issue_into(k, &format!("{tag}_s"), stage, g0 * n + n0, n, |r, c| (g0 + r).lt(groups).and(inside((n0 + c).lt(n))));
@@ -475,8 +474,8 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
     //
     // MLX's affine weights: K value `c` of column `r` is nibble `c % 8` of
     // the stage's word `(r, c / 8)` times its scale plus its bias, both at
-    // `(n0 + r, (k0 + c) >> group_shift)` of the `[N][K/group]` buffers
-    // (slice `t` of this threadgroup's run starts at `k0`).
+    // `(r, c >> group_shift)` of slice `t`'s buffer of its groups (staged
+    // by the threads, below).
     let decode = |k: &mut KernelBuilder, stage: Ex, t: Ex| {
         let words_at = k.let_("words_at", stage * (word_rows * word_cols));
         match (scale_slices, affine_slices) {
@@ -503,15 +502,12 @@ pub fn qgemm_cooperative(cfg: &CoopQgemmConfig) -> Kernel {
         let a_matrix = TileSource { mem: a, extents: [m, kk], pitch: kk };
         k.tile_copy(stage, a_slices.at(stage * (tm * tk)), a_matrix, [origin(m0), origin(t * tk)], (tm, tk));
         let words_to = stage * (word_rows * word_cols);
-        if columns {
-            // The tile's columns (rows of the `[N][K/8]` words), each the
-            // slice's `tk / 8` words: a row of 32 or 64 bytes from a
+        if cfg.layout != QuantLayout::Fragments {
+            // In MLX's columns a row of the box is 32 or 64 bytes from a
             // multiple of it.
             let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
-            k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(n0), origin(t * word_cols)], (word_rows, word_cols));
-        } else if cfg.layout.is_rows() {
-            let word_matrix = TileSource { mem: b, extents: [words_k, words_n], pitch: words_n };
-            k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(t * word_rows), origin(n0)], (word_rows, word_cols));
+            let (w_row, w_col) = word_origin(k, tag, t);
+            k.tile_copy(stage, word_slices.at(words_to), word_matrix, [origin(w_row), origin(w_col)], (word_rows, word_cols));
         } else {
             // A slice's units of one row are `word_cols` consecutive words,
             // wider than a box: B viewed as rows of `FRAGMENT_BOX_WORDS`

@@ -123,7 +123,7 @@ pub fn cooperative_rows(format: Format) -> std::ops::RangeInclusive<usize> {
 
 /// Whether the cooperative kernel takes MLX's affine weights of `n × k` at
 /// every tile it may plan: N and K multiples of the widest tile's columns
-/// and deepest slice (128), so its reads of the scales and biases stay in
+/// and deepest slice (128), so its loads of the scales and biases stay in
 /// their buffers ([`CoopQgemmConfig::takes_affine`]).
 fn affine_takes(n: usize, k: usize) -> bool {
     n.is_multiple_of(COOP_QGEMM_COLUMNS[COOP_QGEMM_COLUMNS.len() - 1] as usize) && k.is_multiple_of(SLICE_DEPTHS[SLICE_DEPTHS.len() - 1] as usize)
@@ -385,7 +385,7 @@ fn select_cooperative(problem: &QmatmulProblem, device: &DeviceInfo, overrides: 
     let layout = if fragments { QuantLayout::Fragments } else { problem.format.dequantize_code().1 };
     let cfg = CoopQgemmConfig { splits, split_sum, layout, ..cfg };
     if !cfg.takes_affine(n, k) {
-        return refuse(format!("{} weights of N = {n} and K = {k} need N a multiple of the {}-column tile and K of its {}-deep slices (the decode reads each slice's scales and biases from their buffers)", problem.format, cfg.tn, cfg.tk));
+        return refuse(format!("{} weights of N = {n} and K = {k} need N a multiple of the {}-column tile and K of its {}-deep slices (the threads load each slice's scales and biases from their buffers)", problem.format, cfg.tn, cfg.tk));
     }
     // Tile copies test no bounds: the whole-tile variant is the other path's.
     let cfg = if tile_copies { CoopQgemmConfig { tile_copies, stages: cfg.stages.min(enigma_ir::limits::TILE_BARRIERS), ..cfg } } else { cfg.whole_for(m, n, k) };
