@@ -36,6 +36,7 @@ kernel coop(A: device f16 read, B: device f16 read, C: device f32 read_write, R:
     cooperative_store(rows, tensor(R, 0u32, 1u32, 64u32, 1u32, 1u32))
     cooperative_dequantize_int4(w, W, (K * 8u32), 64u32, S, 0u32, 64u32, 5u32)
     cooperative_dequantize_fp4(w, TW, 0u32, 64u32, TS, 64u32, 64u32, ctz(K))
+    cooperative_dequantize_uint4_columns(w, W, 0u32, 8u32, S, 0u32, 1u32, 6u32, TS)
 }
 ";
 
@@ -80,6 +81,7 @@ fn validation_refuses_a_dequantization_of_the_wrong_types_or_operands_that_diffe
         ("TS, 64u32, 64u32, ctz(K))", "TW, 64u32, 64u32, ctz(K))", "the scales `TW` hold u32, not f16"),
         ("S, 0u32, 64u32, 5u32)", "S, 0u32, 64u32, 5i32)", "the group shift is i32; it must be u32"),
         ("S, 0u32, 64u32, 5u32)", "S, thread_index_in_threadgroup, 64u32, 5u32)", "`cooperative_dequantize` is issued by every thread of its scope (simdgroups(4)) together, but an offset, stride or group shift differs between its threads"),
+        ("6u32, TS)", "6u32, TW)", "the biases `TW` hold u32, not f16"),
     ] {
         let bad = text.replace(from, to);
         let err = validate(&parse(&bad).unwrap_or_else(|e| panic!("{e}")), &Default::default()).unwrap_err();
@@ -116,6 +118,24 @@ fn the_builder_writes_a_dequantization() {
     let json = to_json(&kernel);
     assert!(json.contains("\"layout\":\"fragments\""), "{json}");
     assert_eq!(from_json(&json).unwrap(), kernel);
+    // MLX's affine weights: the unsigned code in MLX's columns, the biases
+    // the statement's last operand in the text form and a field of the
+    // JSON form (absent without biases, so older JSON reads back).
+    let mut k = KernelBuilder::new("dequantize_affine");
+    let words = k.buffer("W", Type::U32, Access::Read);
+    let scales = k.buffer("S", Type::F16, Access::Read);
+    let biases = k.buffer("B", Type::F16, Access::Read);
+    let w = k.cooperative_tensor("w", Scalar::F16, 64, 128, ExecutionScope::Simdgroups(4));
+    k.cooperative_dequantize_with_biases(w, (QuantCode::Uint4, QuantLayout::Columns), (words, 0u32, 16u32), (scales, 0u32, 2u32), biases, 6u32);
+    let kernel = k.finish().unwrap();
+    validate(&kernel, &Default::default()).unwrap_or_else(|e| panic!("{e}"));
+    let text = print(&kernel);
+    assert!(text.contains("    cooperative_dequantize_uint4_columns(w, W, 0u32, 16u32, S, 0u32, 2u32, 6u32, B)"), "{text}");
+    assert_eq!(parse(&text).unwrap(), kernel);
+    let json = to_json(&kernel);
+    assert!(json.contains("\"layout\":\"columns\"") && json.contains("\"code\":\"uint4\"") && json.contains("\"biases\""), "{json}");
+    assert_eq!(from_json(&json).unwrap(), kernel);
+    assert!(!to_json(&parse(&text.replace(", B)", ")")).unwrap()).contains("\"biases\""));
 }
 
 #[test]

@@ -145,6 +145,7 @@ cases! {
         quantized_load_into_an_f32_tile,
         quantized_load_of_f16_words,
         fragment_ordered_load_of_a_tile_smaller_than_its_unit,
+        quantized_load_of_mlx_affine_codes,
     ],
     TileCopy => [tile_copy_of_rows_off_16_bytes, tile_copy_with_extents_read_from_memory],
     NonUniformTileCopy => [tile_wait_in_a_thread_dependent_branch],
@@ -1606,6 +1607,20 @@ fn fragment_ordered_load_of_a_tile_smaller_than_its_unit() -> ValidationError {
          simdgroup_store(simdgroup_load_int4_fragments<mat32x16_f16>(w, 0u32, 128u32, s, 0u32), out, 0u32, 16u32)\n}",
     );
     let problem = "a mat32x16_f16 tile in the fragments layout needs rows a multiple of 64 and columns of 16".to_string();
+    rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
+}
+
+/// The unsigned code and MLX's columns are `cooperative_dequantize`'s (the
+/// text form has no name for such a tile load: it comes from JSON).
+fn quantized_load_of_mlx_affine_codes() -> ValidationError {
+    let k = parsed(
+        "kernel k(w: device u32 read, s: device f16 read, out: device f16 read_write) {\n    \
+         simdgroup_store(simdgroup_load_int4<mat8x8_f16>(w, 0u32, 8u32, s, 0u32), out, 0u32, 8u32)\n}",
+    );
+    let json = enigma_ir::to_json(&k);
+    assert!(json.contains("\"code\":\"int4\""), "{json}");
+    let k = enigma_ir::from_json(&json.replace("\"code\":\"int4\"", "\"code\":\"uint4\"")).unwrap();
+    let problem = "takes int4 or fp4 codes in the rows or fragments layout, not uint4 in rows (those are cooperative_dequantize's, with its biases)".to_string();
     rejects(&k, K::MatrixOperands { op: "simdgroup_load_quantized", problem }, At::Path("body[0]"))
 }
 
