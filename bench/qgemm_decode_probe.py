@@ -9,8 +9,26 @@ order, group 128) on N = 11008, K = 4096 at 16, 64 and 128 rows, beside
   one byte of a word, ``fragments`` the same from fragment-ordered words;
 * ``whole``: the copies test no bounds.
 
+``--parts`` times the fragment-order kernel's loop in parts instead, at 16,
+64 and 128 rows with 3 K splits (the library's), 64 columns of weights per
+threadgroup (one warpgroup; three stages at 128 rows, so that four
+threadgroups fit a compute unit and the grid is one wave) and, at 64 and 128
+rows, 128 columns (two warpgroups sharing each stage of A, the library's
+tile at 128 rows, four stages): the whole loop, without the
+decode (constant weights), without the product (the decoded pairs folded into
+a register), and with neither (the copies and barriers alone). Those kernels
+compute no product and are not checked. ``--overlap`` times the whole loop
+and the loop without the decode with and without one product kept in flight
+across the next slice's decode (``OVERLAP`` in the kernels' source).
+``--cluster`` times the whole loop with the K splits' partial tiles written to
+the workspace (to be summed by a second dispatch) against the splits of a
+tile as one thread-block cluster summing them through distributed shared
+memory into f16 C in the same dispatch (``CLUSTER_SUM``), each with and
+without the product kept in flight.
+
 Each figure is the kernel alone (the K split's partial products, not their
-sum, which the library adds as a second dispatch), weights rotated over
+sum, which the library adds as a second dispatch; the cluster rows include
+the sum and write C), weights rotated over
 copies spanning 200 MB so every call reads DRAM, held (``median_seconds``),
 median of 20; every configuration is checked against the f32 product of A
 and the dequantized weights. The helpers are the prelude of the CUDA source
@@ -19,7 +37,7 @@ nvcc for sm_90a (ptxas's warnings about serialised wgmma are printed).
 
 Usage::
 
-    python3 bench/qgemm_decode_probe.py path/to/enigma
+    python3 bench/qgemm_decode_probe.py path/to/enigma [--parts | --overlap | --cluster]
 """
 
 import os
@@ -34,9 +52,9 @@ import torch
 from cuda_timing import median_seconds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-N, K, GROUP, STAGES = 11008, 4096, 128, 4
+N, K, GROUP = 11008, 4096, 128
 ROTATION_BYTES = 200 << 20
-DECODES = {"slot": 0, "pairs": 1, "fragments": 2}
+DECODES = {"slot": 0, "pairs": 1, "fragments": 2, "none": 3}
 
 
 def prelude(enigma):
@@ -62,17 +80,20 @@ def issue_function(tm):
     )
 
 
-def compile_variant(helpers, workdir, tm, decode, whole):
-    name = f"tm{tm}_{decode}_w{whole}"
+def compile_variant(helpers, workdir, tm, tn, stages, decode, whole, product=1, producer=0, overlap=0, cluster=0):
+    name = f"tm{tm}_tn{tn}_s{stages}_{decode}_w{whole}_p{product}_q{producer}_o{overlap}_c{cluster}"
     src = os.path.join(workdir, name + ".cu")
     with open(src, "w") as f:
         f.write(helpers + issue_function(tm) + open(os.path.join(HERE, "qgemm_decode_probe.cu")).read())
     cubin = os.path.join(workdir, name + ".cubin")
-    defines = [f"-DTM={tm}", f"-DSTAGES={STAGES}", f"-DDECODE={DECODES[decode]}", f"-DWHOLE={whole}"]
+    defines = [f"-DTM={tm}", f"-DTN={tn}u", f"-DSTAGES={stages}", f"-DDECODE={DECODES[decode]}", f"-DWHOLE={whole}", f"-DPRODUCT={product}", f"-DPRODUCER={producer}", f"-DOVERLAP={overlap}", f"-DCLUSTER_SUM={cluster}"]
     out = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", *defines, "-o", cubin, src], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(out.stderr)
     serialised = "C7515" in out.stderr or "serialized" in out.stderr
+    spills = [line.strip() for line in out.stderr.splitlines() if "spill" in line and not " 0 bytes spill stores, 0 bytes spill loads" in line]
+    if spills:
+        print(f"  ({name}: {spills[0]})")
     return cp.RawModule(path=cubin).get_function("qgemm_probe"), serialised
 
 
@@ -111,29 +132,46 @@ def main():
     fragments = [fragment_order(w, positions) for w in words]
     del positions
     w0 = dequantized(words[0], scales[0]).float()
-    variants = [("slot", 0), ("slot", 1), ("pairs", 0), ("pairs", 1), ("fragments", 1)]
-    print(f"{'M':>4} {'decode':>10} {'whole':>5} {'splits':>6} {'us':>8}  notes")
+    if "--parts" in sys.argv[2:]:
+        variants = [(d, 1, p, q, 0, 0) for q in (0, 1) for d, p in (("fragments", 1), ("none", 1), ("fragments", 0), ("none", 0))]
+        shapes = [(16, 3, 4, 64), (64, 3, 4, 64), (64, 3, 4, 128), (128, 3, 3, 64), (128, 3, 4, 128)]
+    elif "--overlap" in sys.argv[2:]:
+        variants = [(d, 1, 1, 0, o, 0) for d in ("fragments", "none") for o in (0, 1)]
+        shapes = [(16, 3, 4, 64), (64, 3, 4, 128), (128, 3, 4, 128), (128, 3, 5, 128)]
+    elif "--cluster" in sys.argv[2:]:
+        variants = [("fragments", 1, 1, 0, o, c) for o in (0, 1) for c in (0, 1)]
+        shapes = [(16, 3, 4, 64), (64, 3, 4, 128), (128, 3, 4, 128), (128, 3, 5, 128)]
+    else:
+        variants = [("slot", 0, 1, 0, 0, 0), ("slot", 1, 1, 0, 0, 0), ("pairs", 0, 1, 0, 0, 0), ("pairs", 1, 1, 0, 0, 0), ("fragments", 1, 1, 0, 0, 0)]
+        shapes = [(16, 3, 4, 64), (64, 3, 4, 64), (128, 2, 4, 64)]
+    print(f"{'M':>4} {'N tile':>6} {'stages':>6} {'decode':>10} {'whole':>5} {'product':>7} {'producer':>8} {'overlap':>7} {'cluster':>7} {'splits':>6} {'us':>8}  notes")
     with tempfile.TemporaryDirectory() as workdir:
-        for tm, splits in [(16, 3), (64, 3), (128, 2)]:
+        for tm, splits, stages, tn in shapes:
             a = (torch.randn(tm, K, device="cuda") * 0.5).half()
             want = a.float() @ w0
-            for decode, whole in variants:
-                fn, serialised = compile_variant(helpers, workdir, tm, decode, whole)
-                smem = STAGES * (tm * 64 * 2 + 8 * 64 * 4 + 2 * 64 * 2)
+            for decode, whole, product, producer, overlap, cluster in variants:
+                fn, serialised = compile_variant(helpers, workdir, tm, tn, stages, decode, whole, product, producer, overlap, cluster)
+                smem = stages * (tm * 64 * 2 + 8 * tn * 4 + 2 * tn * 2)
                 fn.max_dynamic_shared_size_bytes = smem
-                c = torch.zeros(splits, tm, N, device="cuda")
+                c = torch.zeros(tm, N, device="cuda", dtype=torch.half) if cluster else torch.zeros(splits, tm, N, device="cuda")
                 b = fragments if decode == "fragments" else words
 
                 def launch(i):
                     args = (a.data_ptr(), b[i].data_ptr(), c.data_ptr(), np.uint32(tm), np.uint32(N), np.uint32(K), np.uint32(GROUP), scales[i].data_ptr(), np.uint32(splits))
-                    fn((N // 64, 1, splits), (128, 1, 1), args, shared_mem=smem)
+                    fn((N // tn, 1, splits), (2 * tn + 32 * producer, 1, 1), args, shared_mem=smem)
 
                 launch(0)
                 torch.cuda.synchronize()
-                err = ((c.sum(0) - want).abs() / (want.abs() + 1.0)).max().item()
+                notes = f"{fn.num_regs} registers"
+                if decode != "none" and product:
+                    got = c.float() if cluster else c.sum(0)
+                    err = ((got - want).abs() / (want.abs() + 1.0)).max().item()
+                    notes += f", max error {err:.1e}" + (" WRONG" if err > 1e-3 else "")
+                else:
+                    notes += ", a part of the loop: no product to check"
                 seconds = median_seconds(launch, copies=list(range(copies)), held=True)
-                notes = f"{fn.num_regs} registers, max error {err:.1e}" + (" WRONG" if err > 1e-3 else "") + (", wgmma serialised by ptxas" if serialised else "")
-                print(f"{tm:>4} {decode:>10} {whole:>5} {splits:>6} {seconds * 1e6:8.2f}  {notes}", flush=True)
+                notes += ", wgmma serialised by ptxas" if serialised else ""
+                print(f"{tm:>4} {tn:>6} {stages:>6} {decode:>10} {whole:>5} {product:>7} {producer:>8} {overlap:>7} {cluster:>7} {splits:>6} {seconds * 1e6:8.2f}  {notes}", flush=True)
             f16 = [dequantized(words[i], scales[i]) for i in range(3)]
             seconds = median_seconds(lambda w: torch.matmul(a, w), copies=f16, held=True)
             print(f"{tm:>4} {'torch.matmul f16':>25} {seconds * 1e6:8.2f}", flush=True)
