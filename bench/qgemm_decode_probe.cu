@@ -1,7 +1,7 @@
 // Reference kernels for bench/qgemm_decode_probe.py: the quantized GEMM on
 // cooperative tensors (`qgemm_cooperative`, INT4, computed transposed:
-// Cᵀ = dequant(B)ᵀ · Aᵀ, 64 columns of C per warpgroup, 64-deep slices, four
-// stages, K split over the grid's z into an f32 workspace) written by hand,
+// Cᵀ = dequant(B)ᵀ · Aᵀ, 64 columns of C per warpgroup, 64-deep slices in
+// STAGES stages, K split over the grid's z into an f32 workspace) by hand,
 // so that changes the code generator cannot make yet can be timed on the
 // same loop. Not enigma's generated code: the yardstick it is measured
 // against. The helpers (`enigma::async_copy`, `swizzle128`, `wgmma_desc`,
@@ -23,17 +23,17 @@
 //   PRODUCT 0: no wgmma: the decoded pairs are folded into one register that
 //             the epilogue stores (the copies and the decode alone). With
 //             DECODE 3 and PRODUCT 0 the loop is the copies and barriers.
-// DECODE 3 and PRODUCT 0 compute no product: they time the loop's parts.
 //   OVERLAP 1: one product kept in flight across the next slice's decode
 //             (two register sets of weights, alternating; the wait before
 //             each slice leaves the newest product in flight, so the copies
 //             run STAGES - 2 slices ahead into the stage two slices back).
-//   CLUSTER_SUM 1: the K splits of a tile are one thread-block cluster
-//             (along the grid's z) and sum their partial tiles through
-//             distributed shared memory: each writes its partial tile into
-//             its own shared memory, the cluster synchronises, and each sums
-//             a third of the tile from the three and writes it to C in f16,
-//             in one dispatch (`c` is then C, f16, not the f32 workspace).
+//   CLUSTER_SUM 1: the CLUSTER_SPLITS K splits of a tile are one
+//             thread-block cluster (along the grid's z) and sum their partial
+//             tiles through distributed shared memory: each writes its
+//             partial tile into its own shared memory, the cluster
+//             synchronises, and each sums its share of the tile from all of
+//             them and writes it to C in f16, in one dispatch (`c` is then C,
+//             f16, not the f32 workspace).
 //   PRODUCER 1: warp specialisation: one more warp (the last) issues every
 //             copy, each stage completing on its own "full" barrier (the
 //             copies' arrivals) and released on its own "empty" barrier
@@ -59,9 +59,10 @@
 #ifndef CLUSTER_SUM
 #define CLUSTER_SUM 0
 #endif
+#define CLUSTER_SPLITS 3u
 #if CLUSTER_SUM
 #include <cooperative_groups.h>
-#define CLUSTER_DIMS __cluster_dims__(1, 1, 3)
+#define CLUSTER_DIMS __cluster_dims__(1, 1, CLUSTER_SPLITS)
 #else
 #define CLUSTER_DIMS
 #endif
@@ -191,6 +192,8 @@ __device__ __forceinline__ void product(float* acc, const unsigned* pairs, const
     enigma::wgmma_commit();
 }
 
+// The producer's barriers (the prelude of a kernel without tile copies has no
+// barrier helpers).
 __device__ __forceinline__ unsigned probe_shared(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void probe_wait(unsigned long long* bar, unsigned parity)
 {
@@ -267,54 +270,44 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS + 32u * PRODUC
         __syncwarp();
         if (x.lid % 32u == 0u) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(probe_shared(&empty[stage])) : "memory");
     }
-#elif OVERLAP
-    unsigned other[16];
-    const uint ahead = STAGES - 2u;
-    for (uint t = 0; t < ahead; ++t) {
-        if (t < slices) issue_copies<THREADS>(x, a_s, w_s, s_s, t, t, x.lid);
-        enigma::async_commit();
-    }
-    // Slice `slice` into `set`: its copies landed, every product but the
-    // newest done (so the stage two slices back is free for the copies).
-#define OVERLAPPED_SLICE(set)                                                                          \
-    {                                                                                                  \
-        enigma::async_wait<STAGES - 3>();                                                              \
-        enigma::wgmma_wait_all_but_last();                                                             \
-        enigma::async_proxy_fence();                                                                   \
-        __syncthreads();                                                                               \
-        const uint stage = slice % STAGES, next = slice + ahead;                                       \
-        if (next < slices) issue_copies<THREADS>(x, a_s, w_s, s_s, next, next % STAGES, x.lid);       \
-        enigma::async_commit();                                                                        \
-        decode(x, w_s, s_s, stage, set);                                                               \
-        product(acc, set, a_s, stage, slice == 0u);                                                    \
-    }
-    uint slice = 0;
-    for (; slice + 1u < slices; slice += 2u) {
-        OVERLAPPED_SLICE(pairs);
-        ++slice;
-        OVERLAPPED_SLICE(other);
-        --slice;
-    }
-    if (slice < slices) OVERLAPPED_SLICE(pairs);
-#undef OVERLAPPED_SLICE
-    enigma::async_wait<0>();
 #else
-    const uint ahead = STAGES - 1u;
+    // With a product kept in flight the copies run one slice less ahead,
+    // into the stage two slices back.
+    constexpr uint ahead = STAGES - 1u - OVERLAP;
     for (uint t = 0; t < ahead; ++t) {
         if (t < slices) issue_copies<THREADS>(x, a_s, w_s, s_s, t, t, x.lid);
         enigma::async_commit();
     }
-    for (uint slice = 0; slice < slices; ++slice) {
-        enigma::async_wait<STAGES - 2>();
+    // Slice `slice` into `set`: its copies landed, every product done (with
+    // OVERLAP every product but the newest), so the stage the copies below
+    // fill is free.
+    const auto run_slice = [&](uint slice, unsigned* set) {
+        enigma::async_wait<ahead - 1u>();
+#if OVERLAP
+        enigma::wgmma_wait_all_but_last();
+#else
         enigma::wgmma_wait();
+#endif
         enigma::async_proxy_fence();
         __syncthreads();
         const uint stage = slice % STAGES, next = slice + ahead;
         if (next < slices) issue_copies<THREADS>(x, a_s, w_s, s_s, next, next % STAGES, x.lid);
         enigma::async_commit();
-        decode(x, w_s, s_s, stage, pairs);
-        product(acc, pairs, a_s, stage, slice == 0u);
+        decode(x, w_s, s_s, stage, set);
+        product(acc, set, a_s, stage, slice == 0u);
+    };
+#if OVERLAP
+    // Two register sets of weights, alternating.
+    unsigned other[16];
+    uint slice = 0;
+    for (; slice + 1u < slices; slice += 2u) {
+        run_slice(slice, pairs);
+        run_slice(slice + 1u, other);
     }
+    if (slice < slices) run_slice(slice, pairs);
+#else
+    for (uint slice = 0; slice < slices; ++slice) run_slice(slice, pairs);
+#endif
     enigma::async_wait<0>();
 #endif
     enigma::wgmma_wait();
@@ -329,18 +322,26 @@ extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(THREADS + 32u * PRODUC
     for (uint s = 0; s < TM / 2; ++s) part[enigma::wgmma_col<TM>(x.lid, s) * TN + enigma::wgmma_row<1u, TM>(x.lid, s)] = slices == 0u ? 0.0f : acc[s];
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
-    const float4* parts[3];
+    const float4* parts[CLUSTER_SPLITS];
 #pragma unroll
-    for (uint r = 0; r < 3u; ++r) parts[r] = reinterpret_cast<const float4*>(cluster.map_shared_rank(part, r));
-    // Split `rank` sums its third of the tile's quads, in split order.
-    constexpr uint QUADS = TM * TN / 4u, PER = (QUADS + 2u) / 3u;
+    for (uint r = 0; r < CLUSTER_SPLITS; ++r) parts[r] = reinterpret_cast<const float4*>(cluster.map_shared_rank(part, r));
+    // Split `rank` sums its share of the tile's quads, in split order.
+    constexpr uint QUADS = TM * TN / 4u, PER = (QUADS + CLUSTER_SPLITS - 1u) / CLUSTER_SPLITS;
     const uint rank = cluster.block_rank(), end = min(QUADS, (rank + 1u) * PER);
     __half* out = reinterpret_cast<__half*>(c);
     for (uint q = rank * PER + x.lid; q < end; q += THREADS) {
-        const float4 p0 = parts[0][q], p1 = parts[1][q], p2 = parts[2][q];
+        float4 sum = parts[0][q];
+#pragma unroll
+        for (uint r = 1; r < CLUSTER_SPLITS; ++r) {
+            const float4 p = parts[r][q];
+            sum.x += p.x;
+            sum.y += p.y;
+            sum.z += p.z;
+            sum.w += p.w;
+        }
         const uint crow = x.m0 + q * 4u / TN, ccol = x.n0 + q * 4u % TN;
         if (crow < m && ccol < n) {
-            const __half2 lo = __floats2half2_rn(p0.x + p1.x + p2.x, p0.y + p1.y + p2.y), hi = __floats2half2_rn(p0.z + p1.z + p2.z, p0.w + p1.w + p2.w);
+            const __half2 lo = __floats2half2_rn(sum.x, sum.y), hi = __floats2half2_rn(sum.z, sum.w);
             uint2 both;
             both.x = *reinterpret_cast<const unsigned*>(&lo);
             both.y = *reinterpret_cast<const unsigned*>(&hi);

@@ -16,8 +16,9 @@ threadgroups fit a compute unit and the grid is one wave) and, at 64 and 128
 rows, 128 columns (two warpgroups sharing each stage of A, the library's
 tile at 128 rows, four stages): the whole loop, without the
 decode (constant weights), without the product (the decoded pairs folded into
-a register), and with neither (the copies and barriers alone). Those kernels
-compute no product and are not checked. ``--overlap`` times the whole loop
+a register), and with neither (the copies and barriers alone), each also with
+a producer warp issuing the copies (``PRODUCER``). Only the whole loop
+computes the product, so only it is checked. ``--overlap`` times the whole loop
 and the loop without the decode with and without one product kept in flight
 across the next slice's decode (``OVERLAP`` in the kernels' source).
 ``--cluster`` times the whole loop with the K splits' partial tiles written to
@@ -44,6 +45,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import namedtuple
 
 import cupy as cp
 import numpy as np
@@ -55,6 +57,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 N, K, GROUP = 11008, 4096, 128
 ROTATION_BYTES = 200 << 20
 DECODES = {"slot": 0, "pairs": 1, "fragments": 2, "none": 3}
+# The kernel's compile-time choices (the header of qgemm_decode_probe.cu).
+Variant = namedtuple("Variant", "decode whole product producer overlap cluster", defaults=(1, 1, 0, 0, 0))
+# The splits the cluster sum takes (CLUSTER_SPLITS in the kernel).
+CLUSTER_SPLITS = 3
+# What each mode runs: its variants and shapes (rows, K splits, stages,
+# columns of weights per threadgroup).
+MODES = {
+    "--parts": (
+        [Variant(d, product=p, producer=q) for q in (0, 1) for d, p in (("fragments", 1), ("none", 1), ("fragments", 0), ("none", 0))],
+        [(16, 3, 4, 64), (64, 3, 4, 64), (64, 3, 4, 128), (128, 3, 3, 64), (128, 3, 4, 128)],
+    ),
+    "--overlap": (
+        [Variant(d, overlap=o) for d in ("fragments", "none") for o in (0, 1)],
+        [(16, 3, 4, 64), (64, 3, 4, 128), (128, 3, 4, 128), (128, 3, 5, 128)],
+    ),
+    "--cluster": (
+        [Variant("fragments", overlap=o, cluster=c) for o in (0, 1) for c in (0, 1)],
+        [(16, CLUSTER_SPLITS, 4, 64), (64, CLUSTER_SPLITS, 4, 128), (128, CLUSTER_SPLITS, 4, 128), (128, CLUSTER_SPLITS, 5, 128)],
+    ),
+    None: (
+        [Variant("slot", 0), Variant("slot"), Variant("pairs", 0), Variant("pairs"), Variant("fragments")],
+        [(16, 3, 4, 64), (64, 3, 4, 64), (128, 2, 4, 64)],
+    ),
+}
 
 
 def prelude(enigma):
@@ -80,13 +106,13 @@ def issue_function(tm):
     )
 
 
-def compile_variant(helpers, workdir, tm, tn, stages, decode, whole, product=1, producer=0, overlap=0, cluster=0):
-    name = f"tm{tm}_tn{tn}_s{stages}_{decode}_w{whole}_p{product}_q{producer}_o{overlap}_c{cluster}"
+def compile_variant(helpers, workdir, tm, tn, stages, v):
+    name = f"tm{tm}_tn{tn}_s{stages}_{v.decode}_w{v.whole}_p{v.product}_q{v.producer}_o{v.overlap}_c{v.cluster}"
     src = os.path.join(workdir, name + ".cu")
     with open(src, "w") as f:
         f.write(helpers + issue_function(tm) + open(os.path.join(HERE, "qgemm_decode_probe.cu")).read())
     cubin = os.path.join(workdir, name + ".cubin")
-    defines = [f"-DTM={tm}", f"-DTN={tn}u", f"-DSTAGES={stages}", f"-DDECODE={DECODES[decode]}", f"-DWHOLE={whole}", f"-DPRODUCT={product}", f"-DPRODUCER={producer}", f"-DOVERLAP={overlap}", f"-DCLUSTER_SUM={cluster}"]
+    defines = [f"-DTM={tm}", f"-DTN={tn}u", f"-DSTAGES={stages}", f"-DDECODE={DECODES[v.decode]}", f"-DWHOLE={v.whole}", f"-DPRODUCT={v.product}", f"-DPRODUCER={v.producer}", f"-DOVERLAP={v.overlap}", f"-DCLUSTER_SUM={v.cluster}"]
     out = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", *defines, "-o", cubin, src], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(out.stderr)
@@ -123,6 +149,10 @@ def dequantized(words, scales):
 
 
 def main():
+    mode = sys.argv[2] if len(sys.argv) > 2 else None
+    if mode not in MODES:
+        sys.exit(f"mode {mode!r}: one of {', '.join(m for m in MODES if m)}, or none")
+    variants, shapes = MODES[mode]
     helpers = prelude(sys.argv[1])
     torch.manual_seed(0)
     copies = -(-ROTATION_BYTES // (K * N // 2))
@@ -132,46 +162,35 @@ def main():
     fragments = [fragment_order(w, positions) for w in words]
     del positions
     w0 = dequantized(words[0], scales[0]).float()
-    if "--parts" in sys.argv[2:]:
-        variants = [(d, 1, p, q, 0, 0) for q in (0, 1) for d, p in (("fragments", 1), ("none", 1), ("fragments", 0), ("none", 0))]
-        shapes = [(16, 3, 4, 64), (64, 3, 4, 64), (64, 3, 4, 128), (128, 3, 3, 64), (128, 3, 4, 128)]
-    elif "--overlap" in sys.argv[2:]:
-        variants = [(d, 1, 1, 0, o, 0) for d in ("fragments", "none") for o in (0, 1)]
-        shapes = [(16, 3, 4, 64), (64, 3, 4, 128), (128, 3, 4, 128), (128, 3, 5, 128)]
-    elif "--cluster" in sys.argv[2:]:
-        variants = [("fragments", 1, 1, 0, o, c) for o in (0, 1) for c in (0, 1)]
-        shapes = [(16, 3, 4, 64), (64, 3, 4, 128), (128, 3, 4, 128), (128, 3, 5, 128)]
-    else:
-        variants = [("slot", 0, 1, 0, 0, 0), ("slot", 1, 1, 0, 0, 0), ("pairs", 0, 1, 0, 0, 0), ("pairs", 1, 1, 0, 0, 0), ("fragments", 1, 1, 0, 0, 0)]
-        shapes = [(16, 3, 4, 64), (64, 3, 4, 64), (128, 2, 4, 64)]
     print(f"{'M':>4} {'N tile':>6} {'stages':>6} {'decode':>10} {'whole':>5} {'product':>7} {'producer':>8} {'overlap':>7} {'cluster':>7} {'splits':>6} {'us':>8}  notes")
     with tempfile.TemporaryDirectory() as workdir:
         for tm, splits, stages, tn in shapes:
             a = (torch.randn(tm, K, device="cuda") * 0.5).half()
             want = a.float() @ w0
-            for decode, whole, product, producer, overlap, cluster in variants:
-                fn, serialised = compile_variant(helpers, workdir, tm, tn, stages, decode, whole, product, producer, overlap, cluster)
+            for v in variants:
+                assert not v.cluster or splits == CLUSTER_SPLITS, "the cluster sum takes CLUSTER_SPLITS splits"
+                fn, serialised = compile_variant(helpers, workdir, tm, tn, stages, v)
                 smem = stages * (tm * 64 * 2 + 8 * tn * 4 + 2 * tn * 2)
                 fn.max_dynamic_shared_size_bytes = smem
-                c = torch.zeros(tm, N, device="cuda", dtype=torch.half) if cluster else torch.zeros(splits, tm, N, device="cuda")
-                b = fragments if decode == "fragments" else words
+                c = torch.zeros(tm, N, device="cuda", dtype=torch.half) if v.cluster else torch.zeros(splits, tm, N, device="cuda")
+                b = fragments if v.decode == "fragments" else words
 
                 def launch(i):
                     args = (a.data_ptr(), b[i].data_ptr(), c.data_ptr(), np.uint32(tm), np.uint32(N), np.uint32(K), np.uint32(GROUP), scales[i].data_ptr(), np.uint32(splits))
-                    fn((N // tn, 1, splits), (2 * tn + 32 * producer, 1, 1), args, shared_mem=smem)
+                    fn((N // tn, 1, splits), (2 * tn + 32 * v.producer, 1, 1), args, shared_mem=smem)
 
                 launch(0)
                 torch.cuda.synchronize()
                 notes = f"{fn.num_regs} registers"
-                if decode != "none" and product:
-                    got = c.float() if cluster else c.sum(0)
+                if v.decode != "none" and v.product:
+                    got = c.float() if v.cluster else c.sum(0)
                     err = ((got - want).abs() / (want.abs() + 1.0)).max().item()
                     notes += f", max error {err:.1e}" + (" WRONG" if err > 1e-3 else "")
                 else:
                     notes += ", a part of the loop: no product to check"
                 seconds = median_seconds(launch, copies=list(range(copies)), held=True)
                 notes += ", wgmma serialised by ptxas" if serialised else ""
-                print(f"{tm:>4} {tn:>6} {stages:>6} {decode:>10} {whole:>5} {product:>7} {producer:>8} {overlap:>7} {cluster:>7} {splits:>6} {seconds * 1e6:8.2f}  {notes}", flush=True)
+                print(f"{tm:>4} {tn:>6} {stages:>6} {v.decode:>10} {v.whole:>5} {v.product:>7} {v.producer:>8} {v.overlap:>7} {v.cluster:>7} {splits:>6} {seconds * 1e6:8.2f}  {notes}", flush=True)
             f16 = [dequantized(words[i], scales[i]) for i in range(3)]
             seconds = median_seconds(lambda w: torch.matmul(a, w), copies=f16, held=True)
             print(f"{tm:>4} {'torch.matmul f16':>25} {seconds * 1e6:8.2f}", flush=True)
