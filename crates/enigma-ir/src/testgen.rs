@@ -1204,6 +1204,20 @@ impl<'c> Gen<'c> {
         var
     }
 
+    /// An offset and a stride for `rows` rows of `span` elements inside
+    /// `len`: the stride from `span` to `span + extra`, no wider than lets
+    /// the rows fit (MLX's columns put 32 rows of words or scales in one
+    /// buffer), the offset anywhere they do.
+    fn rows_within(&mut self, len: u32, rows: u32, span: u32, extra: u32) -> (u32, u32) {
+        let widest = match rows {
+            0 | 1 => span + extra,
+            _ => (len - span) / (rows - 1),
+        };
+        let stride = self.ch.range(span, (span + extra).min(widest));
+        let offset = self.ch.below(len - ((rows.max(1) - 1) * stride + span) + 1);
+        (offset, stride)
+    }
+
     /// The cooperative phase (see the module doc).
     fn cooperative_phase(&mut self, body: &mut Block) {
         use crate::cooperative::*;
@@ -1361,13 +1375,10 @@ impl<'c> Gen<'c> {
             (0..m).flat_map(|r| (0..k).map(move |c| (r, c))).filter(|&(_, c)| c < layout.unit().0).map(|(r, c)| layout.locate(c, r).1 + 1).max().unwrap_or(1)
         };
         let words_len = if layout.is_rows() { 96 } else { 288 };
-        let unit_rows = layout.rows_of_units(k, m);
-        let stride = self.ch.range(span, span + 8);
-        let offset = self.ch.below(words_len - ((unit_rows - 1) * stride + span) + 1);
+        let (offset, stride) = self.rows_within(words_len, layout.rows_of_units(k, m), span, 8);
         let groups = ((k - 1) >> group_shift) + 1;
         let (scale_span, scale_rows) = if columns { (groups, m) } else { (m, groups) };
-        let scale_stride = self.ch.range(scale_span, scale_span + 4);
-        let scale_offset = self.ch.below(SCALES - ((scale_rows - 1) * scale_stride + scale_span) + 1);
+        let (scale_offset, scale_stride) = self.rows_within(SCALES, scale_rows, scale_span, 4);
         let words = self.input_buffer("coop_words".into(), Scalar::U32, words_len);
         let scale_values = [-2.0f32, -1.0, -0.5, 0.5, 1.0, 2.0];
         let data = (0..SCALES).map(|_| f16_bits(scale_values[(self.rng.next() % scale_values.len() as u64) as usize])).collect();
@@ -2002,5 +2013,27 @@ impl<'c> Gen<'c> {
             return (a, ba);
         }
         (bin(op, a, b), bound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every offset and stride `rows_within` picks keeps the rows inside
+    /// the buffer and the stride within `span..=span + extra`, whatever the
+    /// choices: among them MLX's columns, 32 rows of scales of up to 8
+    /// groups in 288 halves, where a stride of `span + 4` would not fit.
+    #[test]
+    fn rows_within_keeps_every_row_inside_the_buffer() {
+        let config = GenConfig::default();
+        for choice in [0u32, 1, 2, 3, 4, 5, 7, 8, 11, 12, u32::MAX] {
+            let choices = [choice; 2];
+            for (len, rows, span, extra) in [(288, 32, 8, 4), (288, 32, 2, 8), (288, 32, 1, 4), (96, 2, 32, 8), (288, 1, 17, 8)] {
+                let (offset, stride) = Gen::new(&config, &choices, 0).rows_within(len, rows, span, extra);
+                assert!((span..=span + extra).contains(&stride), "stride {stride} for span {span} + {extra}");
+                assert!(offset + (rows - 1) * stride + span <= len, "{rows} rows of {span} at {offset}, {stride} apart, past {len}");
+            }
+        }
     }
 }
